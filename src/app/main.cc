@@ -1,0 +1,54 @@
+// mmserve: a multi-model inference server. `mmserve serve|validate|doctor|version`.
+#include <signal.h>
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "app/server_builder.h"
+#include "common/logging.h"
+#include "runtime/device_lock.h"
+
+int main(int argc, char** argv) {
+  // Block the termination signals before any thread starts, so every thread inherits the mask
+  // and Serve() alone receives them through sigwait.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"mmserve: many models, one server, one YAML file"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+
+  mmserve::ServeOptions serve;
+  serve.lock_dir = mmserve::DeviceLock::DefaultDir();
+  auto* serve_cmd = app.add_subcommand("serve", "serve the models of a YAML file");
+  serve_cmd->add_option("config", serve.config, "YAML file")->required()->check(CLI::ExistingFile);
+  serve_cmd->add_option("--host", serve.host, "address to bind (default: global.host, 127.0.0.1)");
+  serve_cmd->add_option("--port", serve.port, "port (default: global.port, 8000; 0 = any free)")
+      ->check(CLI::Range(0, 65535));
+  serve_cmd->add_option("--lock-dir", serve.lock_dir, "device lock directory");
+
+  std::filesystem::path validate_config;
+  auto* validate_cmd = app.add_subcommand("validate", "validate a YAML file; load nothing");
+  validate_cmd->add_option("config", validate_config, "YAML file")->required();
+
+  std::filesystem::path doctor_lock_dir = mmserve::DeviceLock::DefaultDir();
+  auto* doctor_cmd = app.add_subcommand("doctor", "what this host offers: CPU, memory, runtimes");
+  doctor_cmd->add_option("--lock-dir", doctor_lock_dir, "device lock directory");
+
+  auto* version_cmd = app.add_subcommand("version", "print the version");
+
+  CLI11_PARSE(app, argc, argv);
+  mmserve::ConfigureLogging(log_level);
+  if (*serve_cmd) return mmserve::Serve(serve);
+  if (*validate_cmd) return mmserve::Validate(validate_config);
+  if (*doctor_cmd) return mmserve::Doctor(doctor_lock_dir);
+  if (*version_cmd) std::cout << "mmserve " << MMSERVE_VERSION << "\n";
+  return 0;
+}

@@ -1,0 +1,116 @@
+#include "app/server_builder.h"
+
+#include <signal.h>
+
+#include <iostream>
+#include <set>
+
+#include "backend/identity/identity_backend.h"
+#include "common/logging.h"
+#include "config/config_parser.h"
+#include "runtime/device_lock.h"
+#include "runtime/runtime_guard.h"
+#include "server/http/http_frontend.h"
+#include "service/inference_service.h"
+
+namespace mmserve {
+
+BuiltIns::BuiltIns() {
+  backends.Register(std::make_unique<IdentityBackend>(host_runtime));
+}
+
+int Validate(const std::filesystem::path& config) {
+  BuiltIns builtins;
+  auto parsed = LoadConfigFile(config, builtins.backends);
+  if (!parsed.ok()) {
+    std::cerr << config.string() << ": invalid\n" << parsed.status().message() << "\n";
+    return 1;
+  }
+  std::cout << config.string() << ": valid, " << parsed->models.size() << " model"
+            << (parsed->models.size() == 1 ? "" : "s") << "\n";
+  for (const auto& m : parsed->models) {
+    std::cout << "  " << m.name << " v" << m.version << ": backend " << m.backend << ", task "
+              << m.task << ", device " << m.device_id << ", load "
+              << (m.load == LoadMode::kStartup ? "startup" : "on_demand") << "\n";
+    if (auto b = builtins.backends.Find(m.backend); !b.ok()) {
+      std::cout << "    note: " << b.status().message() << "; its params were not checked\n";
+    }
+  }
+  return 0;
+}
+
+namespace {
+
+int WaitForTerminationSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int signal = 0;
+  sigwait(&set, &signal);
+  return signal;
+}
+
+}  // namespace
+
+int Serve(const ServeOptions& options) {
+  BuiltIns builtins;
+  auto config = LoadConfigFile(options.config, builtins.backends);
+  if (!config.ok()) {
+    spdlog::error("{}: {}", options.config.string(), config.status().message());
+    return 2;
+  }
+  if (options.host) config->global.host = *options.host;
+  if (options.port) config->global.port = *options.port;
+  const GlobalConfig global = config->global;
+
+  // One server per device: lock every device a model is placed on before touching any runtime.
+  std::set<int> devices;
+  for (const auto& m : config->models) devices.insert(m.device_id);
+  std::vector<DeviceLock> locks;
+  for (int d : devices) {
+    auto lock = DeviceLock::Acquire(options.lock_dir, d);
+    if (!lock.ok()) {
+      spdlog::error("refusing to start: {}", lock.status().message());
+      return 3;
+    }
+    locks.push_back(std::move(*lock));
+  }
+
+  RuntimeGuard guard;  // outlives the service, whose models hold its leases
+  InferenceService service(std::move(*config), builtins.backends, guard);
+  service.LoadStartupModels();
+
+  auto frontend = HttpFrontend::Create(
+      {.host = global.host,
+       .port = global.port,
+       .threads = global.thread_num,
+       .max_body_bytes = static_cast<size_t>(global.max_request_mb) << 20},
+      service);
+  if (!frontend.ok()) {
+    spdlog::error("{}", frontend.status().ToString());
+    service.Shutdown(std::chrono::milliseconds(0));
+    return 4;
+  }
+  spdlog::info("mmserve listening on http://{}:{} ({}, {} I/O threads)", global.host,
+               (*frontend)->port(), service.Ready() ? "ready" : "NOT ready", global.thread_num);
+
+  const int signal = WaitForTerminationSignal();
+  spdlog::info("received {}: shutting down (drain timeout {} ms)",
+               signal == SIGINT ? "SIGINT" : "SIGTERM", global.drain_timeout.count());
+  (*frontend)->StopAccepting();
+  spdlog::info("http: stopped accepting connections");
+  if (!(*frontend)->WaitIdle(global.drain_timeout)) {
+    spdlog::warn("http: requests still in progress after the drain timeout");
+  } else {
+    spdlog::info("http: in-flight requests finished");
+  }
+  service.Shutdown(global.drain_timeout);
+  (*frontend)->Stop();
+  spdlog::info("http: stopped");
+  locks.clear();
+  spdlog::info("shutdown complete");
+  return 0;
+}
+
+}  // namespace mmserve

@@ -1,0 +1,41 @@
+// The composition root: the only code that sees every layer. Builds the backends and runtimes,
+// validates the config, takes the device locks, loads the models, serves HTTP until SIGINT or
+// SIGTERM, and shuts down in order.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "backend/backend_registry.h"
+#include "runtime/host_runtime.h"
+
+namespace mmserve {
+
+// Owns the runtimes and the backends compiled into this binary. The runtimes outlive the
+// backends that point at them (declaration order).
+struct BuiltIns {
+  HostRuntime host_runtime;
+  BackendRegistry backends;
+  BuiltIns();
+};
+
+struct ServeOptions {
+  std::filesystem::path config;
+  std::optional<std::string> host;  // overrides global.host
+  std::optional<int> port;          // overrides global.port
+  std::filesystem::path lock_dir;
+};
+
+// Runs the server until a termination signal; returns the process exit code.
+// REQUIRES: SIGINT, SIGTERM and SIGHUP are blocked in every thread (main() does it first).
+int Serve(const ServeOptions& options);
+
+// `mmserve validate`: prints the verdict (and every error) and returns the exit code.
+int Validate(const std::filesystem::path& config);
+
+// `mmserve doctor`: host, backends, device runtimes and device holders. Always exits 0.
+int Doctor(const std::filesystem::path& lock_dir);
+
+}  // namespace mmserve

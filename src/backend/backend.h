@@ -1,0 +1,88 @@
+// Backend, Session, Instance: how an engine plugs into mmserve.
+//
+//   Backend   an engine family (identity, llama, acl, opencv). Validates a model's config,
+//             estimates its memory before load, and loads it into a Session.
+//   Session   one model version loaded on one device (weights). Owned by the service; destroyed
+//             to unload, which frees its memory.
+//   Instance  the execution state of one worker thread (context, stream, I/O buffers). Created by
+//             Session::CreateInstance() on the worker's own thread, and touched by no other
+//             thread — so engines need no locks (the llama.cpp server rule).
+//
+// Backends never see HTTP, JSON or YAML: they see ModelConfig, tensors and typed params.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/infer_request.h"
+#include "common/result.h"
+#include "config/config_error.h"
+#include "config/model_config.h"
+#include "runtime/runtime.h"
+
+namespace mmserve {
+
+struct TensorSpec {
+  std::string name;
+  DataType type = DataType::kFp32;
+  Shape shape;            // -1 marks a variable dimension
+  bool optional = false;  // a request may omit it (inputs only)
+};
+
+struct ModelSignature {
+  std::string platform;  // "<project>_<format>", e.g. "mmserve_identity"
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+};
+
+struct MemoryEstimate {
+  int64_t bytes = 0;
+  std::string source;  // how it was derived, for the preflight table
+};
+
+enum class ExecutionStyle {
+  kBatch,       // Execute() runs N queued requests as one call
+  kContinuous,  // the instance owns an iteration loop and admits sequences into slots
+};
+
+class Instance {
+ public:
+  virtual ~Instance() = default;
+  // Runs one batch, filling each item's result. A non-OK return fails every request in the
+  // batch with that status. Called only from the instance's own worker thread.
+  virtual Status Execute(BatchView batch) = 0;
+};
+
+class Session {
+ public:
+  virtual ~Session() = default;
+  virtual const ModelSignature& signature() const = 0;
+  // Bytes this session holds now (measured, not estimated).
+  virtual int64_t resident_bytes() const = 0;
+  virtual ExecutionStyle style() const { return ExecutionStyle::kBatch; }
+  // Called on worker `index`'s thread before it serves; the instance stays on that thread.
+  virtual Result<std::unique_ptr<Instance>> CreateInstance(int index) = 0;
+  // Asks executions in progress to return early (shutdown of a hung model). Any thread.
+  virtual void Interrupt() {}
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual std::vector<std::string> tasks() const = 0;  // the first is the default
+  virtual bool needs_path() const { return true; }
+  // The runtime every session of this backend runs on. Not owned; outlives the backend.
+  virtual Runtime& runtime() = 0;
+
+  // Adds every problem with `model` (its params above all) to `errors`. Loads nothing.
+  virtual void Validate(const ModelConfig& model, ConfigErrors& errors) const = 0;
+  // Memory the model will hold once loaded, before loading it.
+  virtual Result<MemoryEstimate> Estimate(const ModelConfig& model) const = 0;
+  // REQUIRES: Validate() reported nothing, and the caller holds a lease on runtime().
+  virtual Result<std::unique_ptr<Session>> Load(const ModelConfig& model) = 0;
+};
+
+}  // namespace mmserve

@@ -1,0 +1,59 @@
+#include "backend/backend_registry.h"
+
+namespace mmserve {
+
+BackendRegistry::BackendRegistry()
+    : known_tasks_({{"identity", {"identity"}},
+                    {"llama", {"generate", "embed", "rerank"}},
+                    {"acl", {"infer"}},
+                    {"opencv", {"infer"}}}) {}
+
+void BackendRegistry::Register(std::unique_ptr<Backend> backend) {
+  known_tasks_[backend->name()] = backend->tasks();
+  backends_[backend->name()] = std::move(backend);
+}
+
+Result<Backend*> BackendRegistry::Find(const std::string& name) const {
+  if (auto it = backends_.find(name); it != backends_.end()) return it->second.get();
+  if (known_tasks_.count(name)) {
+    return Unimplemented("backend '" + name + "' is not built into this mmserve");
+  }
+  return NotFound("unknown backend '" + name + "'");
+}
+
+std::vector<std::string> BackendRegistry::BuiltIn() const {
+  std::vector<std::string> out;
+  for (const auto& [name, backend] : backends_) out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> BackendRegistry::BackendNames() const {
+  std::vector<std::string> out;
+  for (const auto& [name, tasks] : known_tasks_) out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> BackendRegistry::Tasks(const std::string& backend) const {
+  auto it = known_tasks_.find(backend);
+  return it == known_tasks_.end() ? std::vector<std::string>{} : it->second;
+}
+
+bool BackendRegistry::NeedsPath(const std::string& backend) const {
+  auto it = backends_.find(backend);
+  return it == backends_.end() || it->second->needs_path();
+}
+
+std::optional<int> BackendRegistry::DeviceCount(const std::string& backend) const {
+  auto it = backends_.find(backend);
+  if (it == backends_.end()) return std::nullopt;
+  return it->second->runtime().DeviceCount();
+}
+
+void BackendRegistry::ValidateModel(const ModelConfig& model, ConfigErrors& errors) const {
+  if (auto it = backends_.find(model.backend); it != backends_.end()) {
+    it->second->Validate(model, errors);
+  }
+  // A backend this build lacks: its params cannot be checked here; loading it reports why.
+}
+
+}  // namespace mmserve

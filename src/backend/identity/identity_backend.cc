@@ -1,0 +1,200 @@
+#include "backend/identity/identity_backend.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace mmserve {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct EchoPair {
+  TensorSpec input;
+  std::string output;
+};
+
+struct IdentityOptions {
+  std::vector<EchoPair> tensors;
+  std::chrono::milliseconds latency{0};
+  std::chrono::microseconds latency_per_item{0};
+  int64_t memory_bytes = 0;
+  std::chrono::milliseconds load_time{0};
+  int64_t fail_every_n = 0;
+  StatusCode fail_code = StatusCode::kInternal;
+  std::string fail_message;
+  std::string hang_on;
+  std::chrono::milliseconds hang_time{60'000};
+};
+
+std::vector<std::string> DataTypeNames() {
+  std::vector<std::string> names;
+  for (DataType t : kAllDataTypes) names.emplace_back(DataTypeName(t));
+  return names;
+}
+
+std::vector<std::string> FailCodeNames() {
+  std::vector<std::string> names;
+  for (int c = 1; c <= static_cast<int>(StatusCode::kInternal); ++c) {
+    names.emplace_back(StatusCodeName(static_cast<StatusCode>(c)));
+  }
+  return names;
+}
+
+// Reads the params once: at validation with errors collected, at load with none expected.
+IdentityOptions ReadOptions(const ModelConfig& model, ConfigErrors& errors) {
+  ParamReader r(model.params, errors);
+  IdentityOptions o;
+  for (const Params& t : r.MapList("tensors")) {
+    ParamReader tr(t, errors);
+    EchoPair pair;
+    pair.input.name = tr.String("input", "INPUT" + std::to_string(o.tensors.size()));
+    pair.output = tr.String("output", "OUTPUT" + std::to_string(o.tensors.size()));
+    pair.input.type = *ParseDataType(tr.String("datatype", "FP32", DataTypeNames()));
+    for (int64_t d : tr.IntList("shape", -1, int64_t{1} << 32)) pair.input.shape.push_back(d);
+    if (!tr.Has("shape")) pair.input.shape = {-1};
+    pair.input.optional = tr.Bool("optional", false);
+    tr.Finish();
+    o.tensors.push_back(std::move(pair));
+  }
+  if (!r.Has("tensors")) {
+    o.tensors.push_back({{"INPUT0", DataType::kFp32, {-1}, false}, "OUTPUT0"});
+  }
+  o.latency = std::chrono::milliseconds(r.Int("latency_ms", 0, 0, 600'000));
+  o.latency_per_item = std::chrono::microseconds(r.Int("latency_per_item_us", 0, 0, 60'000'000));
+  o.memory_bytes = r.Int("memory_mb", 0, 0, 1 << 20) << 20;
+  o.load_time = std::chrono::milliseconds(r.Int("load_ms", 0, 0, 600'000));
+  o.fail_every_n = r.Int("fail_every_n", 0, 0, int64_t{1} << 40);
+  const std::string code = r.String("fail_code", "Internal", FailCodeNames());
+  for (int c = 1; c <= static_cast<int>(StatusCode::kInternal); ++c) {
+    if (StatusCodeName(static_cast<StatusCode>(c)) == code) o.fail_code = static_cast<StatusCode>(c);
+  }
+  o.fail_message = r.String("fail_message", "injected failure");
+  o.hang_on = r.String("hang_on", "");
+  o.hang_time = std::chrono::milliseconds(r.Int("hang_ms", 60'000, 0, 3'600'000));
+  r.Finish();
+  return o;
+}
+
+class IdentitySession;
+
+class IdentityInstance final : public Instance {
+ public:
+  explicit IdentityInstance(IdentitySession& session) : session_(session) {}
+  Status Execute(BatchView batch) override;
+
+ private:
+  IdentitySession& session_;  // not owned; outlives its instances
+};
+
+class IdentitySession final : public Session {
+ public:
+  IdentitySession(IdentityOptions options, ModelSignature signature)
+      : options_(std::move(options)), signature_(std::move(signature)) {
+    if (options_.memory_bytes > 0) {
+      // Touch every page so the bytes are resident, not just reserved.
+      memory_ = std::make_unique<char[]>(static_cast<size_t>(options_.memory_bytes));
+      std::memset(memory_.get(), 0x5a, static_cast<size_t>(options_.memory_bytes));
+    }
+  }
+
+  const ModelSignature& signature() const override { return signature_; }
+  int64_t resident_bytes() const override { return options_.memory_bytes; }
+  Result<std::unique_ptr<Instance>> CreateInstance(int) override {
+    return std::unique_ptr<Instance>(std::make_unique<IdentityInstance>(*this));
+  }
+  void Interrupt() override {
+    std::lock_guard lock(mu_);
+    interrupted_ = true;
+    cv_.notify_all();
+  }
+
+  const IdentityOptions& options() const { return options_; }
+  uint64_t NextCall() { return ++calls_; }
+  // Sleeps for `d` unless interrupted first; returns false when interrupted.
+  bool Wait(std::chrono::nanoseconds d) {
+    std::unique_lock lock(mu_);
+    return !cv_.wait_for(lock, d, [&] { return interrupted_; });
+  }
+
+ private:
+  const IdentityOptions options_;
+  const ModelSignature signature_;
+  std::unique_ptr<char[]> memory_;
+  std::atomic<uint64_t> calls_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool interrupted_ = false;
+};
+
+bool HasMarker(const InferRequest& request, const std::string& marker) {
+  if (marker.empty()) return false;
+  for (const auto& t : request.inputs) {
+    if (t.type() != DataType::kBytes) continue;
+    for (auto e : t.BytesElements()) {
+      if (e == marker) return true;
+    }
+  }
+  return false;
+}
+
+Status IdentityInstance::Execute(BatchView batch) {
+  const IdentityOptions& o = session_.options();
+  const uint64_t call = session_.NextCall();
+  for (const auto& item : batch) {
+    if (HasMarker(*item.request, o.hang_on) && !session_.Wait(o.hang_time)) {
+      return Cancelled("identity execution interrupted while hanging");
+    }
+  }
+  const auto latency = o.latency + o.latency_per_item * static_cast<int64_t>(batch.size());
+  if (latency.count() > 0 && !session_.Wait(latency)) {
+    return Cancelled("identity execution interrupted");
+  }
+  if (o.fail_every_n > 0 && call % static_cast<uint64_t>(o.fail_every_n) == 0) {
+    return Status(o.fail_code, o.fail_message + " (call " + std::to_string(call) + ")");
+  }
+  for (auto& item : batch) {
+    InferResponse response;
+    for (const auto& input : item.request->inputs) {
+      for (const auto& pair : o.tensors) {
+        if (pair.input.name != input.name()) continue;
+        Tensor out = input;
+        out.set_name(pair.output);
+        response.outputs.push_back(std::move(out));
+      }
+    }
+    item.result = std::move(response);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void IdentityBackend::Validate(const ModelConfig& model, ConfigErrors& errors) const {
+  (void)ReadOptions(model, errors);
+}
+
+Result<MemoryEstimate> IdentityBackend::Estimate(const ModelConfig& model) const {
+  ConfigErrors errors;
+  const IdentityOptions o = ReadOptions(model, errors);
+  MMS_RETURN_IF_ERROR(errors.ToStatus());
+  return MemoryEstimate{.bytes = o.memory_bytes, .source = "identity params.memory_mb"};
+}
+
+Result<std::unique_ptr<Session>> IdentityBackend::Load(const ModelConfig& model) {
+  ConfigErrors errors;
+  IdentityOptions o = ReadOptions(model, errors);
+  MMS_RETURN_IF_ERROR(errors.ToStatus());
+  if (o.load_time.count() > 0) std::this_thread::sleep_for(o.load_time);
+  ModelSignature signature{.platform = "mmserve_identity"};
+  for (const auto& pair : o.tensors) {
+    signature.inputs.push_back(pair.input);
+    signature.outputs.push_back({pair.output, pair.input.type, pair.input.shape, false});
+  }
+  return std::unique_ptr<Session>(
+      std::make_unique<IdentitySession>(std::move(o), std::move(signature)));
+}
+
+}  // namespace mmserve

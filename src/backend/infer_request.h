@@ -1,0 +1,52 @@
+// InferRequest / InferResponse: one client call and its answer, as every layer below the
+// frontends sees them — tensors and typed parameters, never JSON or HTTP.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/result.h"
+#include "common/tensor.h"
+
+namespace mmserve {
+
+using Clock = std::chrono::steady_clock;
+using ParamValue = std::variant<bool, int64_t, double, std::string>;
+using RequestParams = std::map<std::string, ParamValue>;
+
+struct InferResponse {
+  std::vector<Tensor> outputs;
+  RequestParams parameters;
+};
+
+using InferCallback = std::function<void(Result<InferResponse>)>;
+
+struct InferRequest {
+  std::string model_name;
+  int64_t model_version = 0;  // 0: the served version
+  std::string id;             // echoed back
+  std::vector<Tensor> inputs;
+  std::vector<std::string> requested_outputs;  // empty: every output
+  RequestParams parameters;
+  int priority = 0;                    // 0: the model's default
+  Clock::time_point deadline = Clock::time_point::max();
+  Clock::time_point arrival = Clock::now();
+  // Called exactly once with the outcome, on whichever thread finishes the request.
+  InferCallback done;
+};
+
+// One request of a batch and the slot for its outcome. Backends fill `result` per request, so a
+// failure of one request does not fail the others.
+struct BatchItem {
+  const InferRequest* request;  // not owned; outlives the execution
+  Result<InferResponse> result = Internal("the backend produced no response for this request");
+};
+using BatchView = std::span<BatchItem>;
+
+}  // namespace mmserve

@@ -1,0 +1,47 @@
+#include "common/status.h"
+
+namespace mmserve {
+
+std::string_view StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "OK";
+    case StatusCode::kInvalidArgument: return "InvalidArgument";
+    case StatusCode::kNotFound: return "NotFound";
+    case StatusCode::kAlreadyExists: return "AlreadyExists";
+    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
+    case StatusCode::kResourceExhausted: return "ResourceExhausted";
+    case StatusCode::kUnavailable: return "Unavailable";
+    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
+    case StatusCode::kCancelled: return "Cancelled";
+    case StatusCode::kUnimplemented: return "Unimplemented";
+    case StatusCode::kInternal: return "Internal";
+  }
+  return "Unknown";
+}
+
+Status::Status(StatusCode code, std::string message) {
+  if (code != StatusCode::kOk) rep_ = std::make_shared<const Rep>(Rep{code, std::move(message)});
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "OK";
+  return std::string(StatusCodeName(code())) + ": " + rep_->message;
+}
+
+Status Status::WithContext(std::string_view context) const {
+  if (ok()) return *this;
+  return Status(code(), std::string(context) + ": " + rep_->message);
+}
+
+Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
+Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
+Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+
+}  // namespace mmserve

@@ -1,0 +1,15 @@
+// Small string helpers shared by the config validator and the CLI.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mmserve {
+
+size_t EditDistance(std::string_view a, std::string_view b);
+// The candidate closest to `word` if it is close enough to be a likely typo, else "".
+std::string ClosestMatch(std::string_view word, const std::vector<std::string>& candidates);
+std::string Join(const std::vector<std::string>& parts, std::string_view separator);
+
+}  // namespace mmserve

@@ -1,0 +1,31 @@
+// BackendCatalog: what the config validator needs to know about backends, implemented by the
+// backend layer (BackendRegistry) and handed down to ParseConfig. It keeps the dependency arrow
+// pointing down: config never includes backend headers.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config_error.h"
+#include "config/model_config.h"
+
+namespace mmserve {
+
+class BackendCatalog {
+ public:
+  virtual ~BackendCatalog() = default;
+
+  // Every backend name the schema accepts, built in or not.
+  virtual std::vector<std::string> BackendNames() const = 0;
+  // The tasks a backend serves; the first is its default.
+  virtual std::vector<std::string> Tasks(const std::string& backend) const = 0;
+  virtual bool NeedsPath(const std::string& backend) const = 0;
+  // The number of devices the backend's runtime sees, or nullopt when that runtime is absent
+  // (then device ids are not range-checked).
+  virtual std::optional<int> DeviceCount(const std::string& backend) const = 0;
+  // Checks `model.params` (and any backend rule on other fields); adds each problem to `errors`.
+  virtual void ValidateModel(const ModelConfig& model, ConfigErrors& errors) const = 0;
+};
+
+}  // namespace mmserve

@@ -1,0 +1,24 @@
+#include "config/config_error.h"
+
+namespace mmserve {
+
+std::string SourceLocation::ToString() const {
+  if (line == 0) return file;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
+std::string ConfigError::ToString() const {
+  std::string out = where.ToString() + ": " + field + ": expected " + expected + ", found " + found;
+  if (!hint.empty()) out += " (" + hint + ")";
+  return out;
+}
+
+Status ConfigErrors::ToStatus() const {
+  if (errors_.empty()) return Status::Ok();
+  std::string message = std::to_string(errors_.size()) + " configuration error" +
+                        (errors_.size() == 1 ? "" : "s") + ":";
+  for (const auto& e : errors_) message += "\n  " + e.ToString();
+  return InvalidArgument(std::move(message));
+}
+
+}  // namespace mmserve

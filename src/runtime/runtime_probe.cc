@@ -1,0 +1,101 @@
+#include "runtime/runtime_probe.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <regex>
+
+namespace mmserve {
+namespace {
+
+void* OpenFirst(const std::vector<std::string>& candidates, std::string& loaded) {
+  for (const auto& c : candidates) {
+    if (void* h = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      loaded = c;
+      return h;
+    }
+  }
+  return nullptr;
+}
+
+RuntimeProbe ProbeAscend() {
+  RuntimeProbe p{.name = "AscendCL"};
+  std::vector<std::string> candidates;
+  if (const char* home = std::getenv("ASCEND_HOME_PATH"); home && *home) {
+    candidates.push_back(std::string(home) + "/lib64/libascendcl.so");
+  }
+  candidates.push_back("/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so");
+  candidates.push_back("libascendcl.so");
+  void* h = OpenFirst(candidates, p.library);
+  if (!h) {
+    p.detail = "libascendcl.so not found (ASCEND_HOME_PATH unset or no CANN installed)";
+    return p;
+  }
+  p.found = true;
+  using GetCount = int (*)(uint32_t*);
+  if (auto fn = reinterpret_cast<GetCount>(::dlsym(h, "aclrtGetDeviceCount"))) {
+    uint32_t n = 0;
+    if (fn(&n) == 0) p.devices = static_cast<int>(n);
+  }
+  p.detail = ::access("/usr/local/bin/npu-smi", X_OK) == 0 ? "npu-smi present" : "npu-smi not found";
+  ::dlclose(h);
+  return p;
+}
+
+RuntimeProbe ProbeCuda() {
+  RuntimeProbe p{.name = "CUDA"};
+  void* h = OpenFirst({"libcuda.so.1", "libcuda.so"}, p.library);
+  if (!h) {
+    p.detail = "CUDA driver (libcuda.so.1) not found";
+    return p;
+  }
+  p.found = true;
+  using Init = int (*)(unsigned);
+  using Count = int (*)(int*);
+  using Version = int (*)(int*);
+  auto init = reinterpret_cast<Init>(::dlsym(h, "cuInit"));
+  auto count = reinterpret_cast<Count>(::dlsym(h, "cuDeviceGetCount"));
+  auto version = reinterpret_cast<Version>(::dlsym(h, "cuDriverGetVersion"));
+  int rc = init ? init(0) : -1;
+  if (rc == 0 && count) count(&p.devices);
+  int v = 0;
+  if (version && version(&v) == 0) {
+    p.detail = "driver API " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  }
+  if (rc != 0) p.detail += (p.detail.empty() ? "" : "; ") + std::string("cuInit failed: ") + std::to_string(rc);
+  // The driver stays loaded: unloading libcuda after cuInit is not supported.
+  return p;
+}
+
+}  // namespace
+
+std::vector<RuntimeProbe> ProbeRuntimes() { return {ProbeAscend(), ProbeCuda()}; }
+
+std::vector<DeviceHolder> FindDeviceHolders(const std::filesystem::path& lock_dir) {
+  std::vector<DeviceHolder> out;
+  std::error_code ec;
+  static const std::regex kName(R"(device-([0-9]+)\.lock)");
+  for (const auto& entry : std::filesystem::directory_iterator(lock_dir, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, m, kName)) continue;
+    const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      ::flock(fd, LOCK_UN);  // free: nobody holds it
+    } else {
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+      std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "unknown";
+      while (!pid.empty() && pid.back() == '\n') pid.pop_back();
+      out.push_back({std::stoi(m[1].str()), pid});
+    }
+    ::close(fd);
+  }
+  return out;
+}
+
+}  // namespace mmserve

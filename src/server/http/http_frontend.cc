@@ -1,0 +1,198 @@
+#include "server/http/http_frontend.h"
+
+#include <condition_variable>
+#include <mutex>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "common/logging.h"
+#include "server/http/http_router.h"
+
+namespace mmserve {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+constexpr auto kIdleTimeout = std::chrono::seconds(60);
+
+// Counts requests between "read complete" and "response written", for graceful shutdown.
+class InProgress {
+ public:
+  void Begin() {
+    std::lock_guard lock(mu_);
+    ++count_;
+  }
+  void End() {
+    std::lock_guard lock(mu_);
+    if (--count_ == 0) idle_.notify_all();
+  }
+  bool WaitIdle(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    return idle_.wait_for(lock, timeout, [&] { return count_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable idle_;
+  int64_t count_ = 0;
+};
+
+struct Shared {
+  HttpRouter router;
+  size_t max_body_bytes;
+  InProgress in_progress;
+  std::atomic<bool> draining{false};
+};
+
+// One client connection: read a request, hand it to the router, write its response, repeat.
+// All of its handlers run on its strand.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, Shared& shared)
+      : stream_(std::move(socket)), shared_(shared) {}
+
+  void Start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+  }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->body_limit(shared_.max_body_bytes);
+    stream_.expires_after(kIdleTimeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->OnRead(ec);
+                     });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == net::error::operation_aborted ||
+        ec == beast::error::timeout || ec == net::error::connection_reset) {
+      return Close();
+    }
+    shared_.in_progress.Begin();
+    if (ec == http::error::body_limit) {
+      return Write(HttpRouter::ErrorResponse(
+          ResourceExhausted("request body exceeds the limit of " +
+                            std::to_string(shared_.max_body_bytes) +
+                            " bytes (global.max_request_mb)"),
+          11, false), http::status::payload_too_large);
+    }
+    if (ec) {
+      return Write(HttpRouter::ErrorResponse(
+          InvalidArgument("malformed HTTP request: " + ec.message()), 11, false));
+    }
+    stream_.expires_never();  // a request may wait on its model for as long as its deadline
+    auto self = shared_from_this();
+    shared_.router.Handle(
+        parser_->release(),
+        [self](HttpResponse res) {
+          net::dispatch(self->stream_.get_executor(),
+                        [self, res = std::move(res)]() mutable { self->Write(std::move(res)); });
+        },
+        [self](std::function<void()> task) {
+          net::post(self->stream_.get_executor(), std::move(task));
+        });
+  }
+
+  void Write(HttpResponse res, std::optional<http::status> status = std::nullopt) {
+    if (status) res.result(*status);
+    if (shared_.draining) res.keep_alive(false);
+    auto response = std::make_shared<HttpResponse>(std::move(res));
+    http::async_write(stream_, *response,
+                      [self = shared_from_this(), response](beast::error_code ec, size_t) {
+                        self->shared_.in_progress.End();
+                        if (ec || !response->keep_alive()) return self->Close();
+                        self->Read();
+                      });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  }
+
+  beast::tcp_stream stream_;
+  Shared& shared_;  // not owned; outlives every connection (the I/O threads are joined first)
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+};
+
+}  // namespace
+
+struct HttpFrontend::Impl {
+  Impl(const Options& options, InferenceService& service)
+      : ioc(options.threads),
+        acceptor(net::make_strand(ioc)),
+        shared{HttpRouter(service), options.max_body_bytes} {}
+
+  void Accept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+      if (!ec) {
+        s.set_option(tcp::no_delay(true), ec);
+        std::make_shared<Connection>(std::move(s), shared)->Start();
+      }
+      Accept();
+    });
+  }
+
+  net::io_context ioc;
+  tcp::acceptor acceptor;
+  Shared shared;
+  std::vector<std::jthread> threads;  // last: joined before the members above are destroyed
+};
+
+HttpFrontend::HttpFrontend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<HttpFrontend>> HttpFrontend::Create(Options options,
+                                                          InferenceService& service) {
+  auto impl = std::make_unique<Impl>(options, service);
+  beast::error_code ec;
+  const auto address = net::ip::make_address(options.host, ec);
+  if (ec) return InvalidArgument("global.host: '" + options.host + "' is not an IP address");
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(options.port));
+  const std::string where = options.host + ":" + std::to_string(options.port);
+  impl->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(endpoint, ec);
+  if (!ec) impl->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return FailedPrecondition("cannot listen on " + where + ": " + ec.message());
+
+  std::unique_ptr<HttpFrontend> frontend(new HttpFrontend(std::move(impl)));
+  frontend->port_ = frontend->impl_->acceptor.local_endpoint().port();
+  Impl& i = *frontend->impl_;
+  i.Accept();
+  for (int t = 0; t < options.threads; ++t) {
+    i.threads.emplace_back([&i] { i.ioc.run(); });
+  }
+  return frontend;
+}
+
+HttpFrontend::~HttpFrontend() { Stop(); }
+
+void HttpFrontend::StopAccepting() {
+  impl_->shared.draining = true;
+  net::post(impl_->acceptor.get_executor(), [this] {
+    beast::error_code ignored;
+    impl_->acceptor.close(ignored);
+  });
+}
+
+bool HttpFrontend::WaitIdle(std::chrono::milliseconds timeout) {
+  return impl_->shared.in_progress.WaitIdle(timeout);
+}
+
+void HttpFrontend::Stop() {
+  if (impl_->threads.empty()) return;
+  impl_->ioc.stop();
+  impl_->threads.clear();  // joins
+}
+
+}  // namespace mmserve

@@ -1,0 +1,42 @@
+// HttpRouter: the KServe v2 REST routes. Handle() runs on an I/O thread and calls `reply` once,
+// at once or later (through `post`, back on the connection's strand).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <boost/beast/http.hpp>
+
+#include "service/inference_service.h"
+
+namespace mmserve {
+
+using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
+using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
+using HttpReply = std::function<void(HttpResponse)>;
+// Runs a closure on the connection's I/O strand: responses are encoded there, never on a
+// model's worker thread.
+using HttpPost = std::function<void(std::function<void()>)>;
+
+class HttpRouter {
+ public:
+  // `service` is not owned and outlives the router.
+  explicit HttpRouter(InferenceService& service) : service_(service) {}
+
+  void Handle(HttpRequest request, HttpReply reply, HttpPost post);
+
+  // {"error": message} with the status that `status` maps to.
+  static HttpResponse ErrorResponse(const Status& status, unsigned version, bool keep_alive);
+  static HttpResponse JsonResponse(boost::beast::http::status code, std::string body,
+                                   unsigned version, bool keep_alive);
+
+ private:
+  void HandleModel(const HttpRequest& request, const std::string& name, int64_t version,
+                   const std::string& action, HttpReply reply);
+  void HandleInfer(HttpRequest request, const std::string& name, int64_t version,
+                   HttpReply reply, HttpPost post);
+
+  InferenceService& service_;  // not owned
+};
+
+}  // namespace mmserve

@@ -1,0 +1,282 @@
+#include "service/inference_service.h"
+
+#include <set>
+
+#include "common/logging.h"
+#include "common/strings.h"
+
+namespace mmserve {
+
+std::string_view ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kNotLoaded: return "UNLOADED";
+    case ModelState::kLoading: return "LOADING";
+    case ModelState::kReady: return "READY";
+    case ModelState::kUnavailable: return "UNAVAILABLE";
+    case ModelState::kUnloading: return "UNLOADING";
+  }
+  return "UNKNOWN";
+}
+
+// Declaration order is destruction order in reverse: the scheduler (workers and their instances)
+// goes first, then the session, then the runtime lease.
+struct InferenceService::LoadedModel {
+  RuntimeLease lease;
+  std::unique_ptr<Session> session;
+  std::unique_ptr<ModelScheduler> scheduler;
+};
+
+struct InferenceService::Entry {
+  ModelConfig config;
+  mutable std::mutex mu;
+  ModelState state = ModelState::kNotLoaded;  // guarded by mu
+  std::string reason;                          // guarded by mu
+  MemoryEstimate estimate;                     // guarded by mu
+  std::shared_ptr<LoadedModel> loaded;         // guarded by mu
+};
+
+InferenceService::InferenceService(ServerConfig config, const BackendRegistry& backends,
+                                   RuntimeGuard& guard)
+    : config_(std::move(config)), backends_(backends), guard_(guard) {
+  for (const auto& m : config_.models) {
+    auto entry = std::make_unique<Entry>();
+    entry->config = m;
+    if (m.load == LoadMode::kOnDemand) {
+      // TODO(#5): single-flight on-demand loading, keep-alive and eviction.
+      entry->reason = "load: on_demand models are not loaded by this version of mmserve";
+    }
+    entries_.emplace(m.name, std::move(entry));
+  }
+}
+
+InferenceService::~InferenceService() { Shutdown(std::chrono::milliseconds(0)); }
+
+InferenceService::Entry* InferenceService::FindEntry(const std::string& name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : it->second.get();
+}
+
+void InferenceService::LoadStartupModels() {
+  for (const auto& m : config_.models) {
+    if (m.load == LoadMode::kStartup) Load(*FindEntry(m.name));
+  }
+}
+
+void InferenceService::Load(Entry& entry) {
+  const ModelConfig& m = entry.config;
+  const auto start = Clock::now();
+  {
+    std::lock_guard lock(entry.mu);
+    entry.state = ModelState::kLoading;
+    entry.reason.clear();
+  }
+  auto fail = [&](const Status& s) {
+    spdlog::error("model {}: load failed: {}", m.name, s.ToString());
+    std::lock_guard lock(entry.mu);
+    entry.state = ModelState::kUnavailable;
+    entry.reason = std::string(s.message());
+  };
+  auto backend = backends_.Find(m.backend);
+  if (!backend.ok()) return fail(backend.status());
+  auto estimate = (*backend)->Estimate(m);
+  if (!estimate.ok()) return fail(estimate.status());
+  auto loaded = std::make_shared<LoadedModel>();
+  auto lease = guard_.Acquire((*backend)->runtime(), m.device_id);
+  if (!lease.ok()) return fail(lease.status());
+  loaded->lease = std::move(*lease);
+  auto session = (*backend)->Load(m);
+  if (!session.ok()) return fail(session.status());
+  loaded->session = std::move(*session);
+  auto scheduler = ModelScheduler::Create({.model = m.name,
+                                           .thread_num = m.thread_num,
+                                           .max_batch = m.max_batch,
+                                           .max_queue_size = m.queue.max_size,
+                                           .cpu_affinity = m.cpu_affinity},
+                                          *loaded->session);
+  if (!scheduler.ok()) return fail(scheduler.status());
+  loaded->scheduler = std::move(*scheduler);
+
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  spdlog::info("model {}: loaded version {} (backend {}, task {}, device {}, {} worker{}, "
+               "estimate {} B from {}, resident {} B) in {} ms",
+               m.name, m.version, m.backend, m.task, m.device_id, m.thread_num,
+               m.thread_num == 1 ? "" : "s", estimate->bytes, estimate->source,
+               loaded->session->resident_bytes(), ms);
+  {
+    std::lock_guard lock(entry.mu);
+    entry.estimate = *estimate;
+    entry.loaded = std::move(loaded);
+    entry.state = ModelState::kReady;
+  }
+  std::lock_guard lock(order_mu_);
+  load_order_.push_back(&entry);
+}
+
+void InferenceService::Unload(Entry& entry) {
+  std::shared_ptr<LoadedModel> loaded;
+  {
+    std::lock_guard lock(entry.mu);
+    if (!entry.loaded) return;
+    entry.state = ModelState::kUnloading;
+    loaded = std::move(entry.loaded);
+  }
+  spdlog::info("model {}: unloading version {}", entry.config.name, entry.config.version);
+  loaded->scheduler->StopAccepting();
+  loaded.reset();  // joins the workers, frees the session, releases the runtime lease
+  {
+    std::lock_guard lock(entry.mu);
+    entry.state = ModelState::kNotLoaded;
+    entry.reason = "unloaded";
+  }
+  spdlog::info("model {}: unloaded", entry.config.name);
+}
+
+bool InferenceService::Ready() const {
+  if (!accepting_) return false;
+  for (const auto& [name, entry] : entries_) {
+    std::lock_guard lock(entry->mu);
+    if (entry->config.load == LoadMode::kStartup && entry->state != ModelState::kReady) {
+      return false;
+    }
+  }
+  return true;
+}
+
+ModelInfo InferenceService::Snapshot(const Entry& entry) {
+  std::lock_guard lock(entry.mu);
+  ModelInfo info{.config = entry.config,
+                 .state = entry.state,
+                 .reason = entry.reason,
+                 .estimate = entry.estimate};
+  if (entry.loaded) {
+    info.signature = entry.loaded->session->signature();
+    info.resident_bytes = entry.loaded->session->resident_bytes();
+  }
+  return info;
+}
+
+Result<ModelInfo> InferenceService::GetModel(const std::string& name, int64_t version) const {
+  const Entry* entry = FindEntry(name);
+  if (!entry) return NotFound("unknown model '" + name + "'");
+  if (version != 0 && version != entry->config.version) {
+    return NotFound("model '" + name + "' has no version " + std::to_string(version) +
+                    " (serving version " + std::to_string(entry->config.version) + ")");
+  }
+  return Snapshot(*entry);
+}
+
+std::vector<ModelInfo> InferenceService::ListModels() const {
+  std::vector<ModelInfo> out;
+  for (const auto& m : config_.models) out.push_back(Snapshot(*FindEntry(m.name)));
+  return out;
+}
+
+Status InferenceService::ValidateRequest(const ModelSignature& signature,
+                                         const InferRequest& request) {
+  std::set<std::string> seen;
+  std::vector<std::string> names;
+  for (const auto& spec : signature.inputs) names.push_back(spec.name);
+  for (const auto& input : request.inputs) {
+    if (!seen.insert(input.name()).second) {
+      return InvalidArgument("input '" + input.name() + "' is given more than once");
+    }
+    const TensorSpec* spec = nullptr;
+    for (const auto& s : signature.inputs) {
+      if (s.name == input.name()) spec = &s;
+    }
+    if (!spec) {
+      return InvalidArgument("unknown input '" + input.name() + "'; the model's inputs are " +
+                             Join(names, ", "));
+    }
+    if (spec->type != input.type()) {
+      return InvalidArgument("input '" + input.name() + "': expected datatype " +
+                             std::string(DataTypeName(spec->type)) + ", found " +
+                             std::string(DataTypeName(input.type())));
+    }
+    if (!ShapeMatches(spec->shape, input.shape())) {
+      return InvalidArgument("input '" + input.name() + "': expected shape " +
+                             ShapeToString(spec->shape) + ", found " +
+                             ShapeToString(input.shape()));
+    }
+    MMS_RETURN_IF_ERROR(input.Validate());
+  }
+  for (const auto& spec : signature.inputs) {
+    if (!spec.optional && !seen.count(spec.name)) {
+      return InvalidArgument("missing input '" + spec.name + "'");
+    }
+  }
+  for (const auto& out : request.requested_outputs) {
+    bool known = false;
+    for (const auto& s : signature.outputs) known = known || s.name == out;
+    if (!known) return InvalidArgument("unknown output '" + out + "'");
+  }
+  return Status::Ok();
+}
+
+void InferenceService::Submit(std::unique_ptr<InferRequest> request) {
+  auto reject = [&](Status s) { request->done(std::move(s)); };
+  if (!accepting_) return reject(Unavailable("the server is shutting down"));
+  Entry* entry = FindEntry(request->model_name);
+  if (!entry) return reject(NotFound("unknown model '" + request->model_name + "'"));
+  if (request->model_version != 0 && request->model_version != entry->config.version) {
+    return reject(NotFound("model '" + request->model_name + "' has no version " +
+                           std::to_string(request->model_version)));
+  }
+  std::shared_ptr<LoadedModel> loaded;
+  {
+    std::lock_guard lock(entry->mu);
+    if (entry->state != ModelState::kReady) {
+      return reject(Unavailable("model '" + request->model_name + "' is " +
+                                std::string(ModelStateName(entry->state)) +
+                                (entry->reason.empty() ? "" : ": " + entry->reason)));
+    }
+    loaded = entry->loaded;
+  }
+  if (Status s = ValidateRequest(loaded->session->signature(), *request); !s.ok()) {
+    return reject(s.WithContext("model '" + request->model_name + "'"));
+  }
+  const auto deadline = request->arrival + entry->config.timeout;
+  request->deadline = std::min(request->deadline, deadline);
+
+  // Count the request in flight until its callback has run, and keep only the outputs it asked
+  // for. The wrapper holds no reference to the model, so the last one to finish never unloads it.
+  in_flight_.fetch_add(1);
+  request->done = [this, done = std::move(request->done),
+                   wanted = request->requested_outputs](Result<InferResponse> result) mutable {
+    if (result.ok() && !wanted.empty()) {
+      auto& outputs = result->outputs;
+      std::erase_if(outputs, [&](const Tensor& t) {
+        return std::find(wanted.begin(), wanted.end(), t.name()) == wanted.end();
+      });
+    }
+    done(std::move(result));
+    if (in_flight_.fetch_sub(1) == 1) {
+      std::lock_guard lock(drain_mu_);
+      drained_.notify_all();
+    }
+  };
+  (void)loaded->scheduler->Enqueue(std::move(request));  // completes the request itself on error
+}
+
+void InferenceService::Shutdown(std::chrono::milliseconds drain_timeout) {
+  if (accepting_.exchange(false)) {
+    spdlog::info("service: stopped accepting requests; draining {} in flight", in_flight_.load());
+  }
+  {
+    std::unique_lock lock(drain_mu_);
+    if (!drained_.wait_for(lock, drain_timeout, [&] { return in_flight_.load() == 0; })) {
+      spdlog::warn("service: {} requests still in flight after {} ms; they are answered "
+                   "Unavailable",
+                   in_flight_.load(), drain_timeout.count());
+    }
+  }
+  std::vector<Entry*> order;
+  {
+    std::lock_guard lock(order_mu_);
+    order.swap(load_order_);
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) Unload(**it);
+}
+
+}  // namespace mmserve

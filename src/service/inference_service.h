@@ -1,0 +1,95 @@
+// InferenceService: the in-process API every frontend calls. It owns the served models (one
+// version each for now), loads them, validates requests against their signatures, queues them
+// on their ModelScheduler and unloads everything in reverse load order at shutdown.
+//
+//   model state:   kNotLoaded ──load──► kLoading ──ok──► kReady ──shutdown──► kUnloading ─► kNotLoaded
+//                                            └──error──► kUnavailable (reason kept)
+//
+// Thread-safety: every public method may be called from any thread. Submit() never blocks on a
+// device; the outcome arrives through the request's `done` callback, on a worker thread or on
+// the caller's thread for requests rejected at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend_registry.h"
+#include "config/model_config.h"
+#include "runtime/runtime_guard.h"
+#include "scheduler/model_scheduler.h"
+
+namespace mmserve {
+
+enum class ModelState { kNotLoaded, kLoading, kReady, kUnavailable, kUnloading };
+std::string_view ModelStateName(ModelState state);  // "READY", as the repository API spells it
+
+// A snapshot of one model for metadata, readiness and listings.
+struct ModelInfo {
+  ModelConfig config;
+  ModelState state = ModelState::kNotLoaded;
+  std::string reason;         // why it is not ready, when it is not
+  ModelSignature signature;   // empty until loaded
+  MemoryEstimate estimate;
+  int64_t resident_bytes = 0;
+};
+
+class InferenceService {
+ public:
+  // `backends` and `guard` are not owned and must outlive the service.
+  InferenceService(ServerConfig config, const BackendRegistry& backends, RuntimeGuard& guard);
+  ~InferenceService();  // unloads whatever is still loaded
+
+  // Loads every `load: startup` model, in file order. A model that fails to load becomes
+  // kUnavailable with the reason and the others carry on.
+  void LoadStartupModels();
+
+  bool Ready() const;  // every startup model is ready and the service accepts requests
+  bool accepting() const { return accepting_.load(); }
+  const ServerConfig& config() const { return config_; }
+
+  // NotFound for an unknown model, or a version it does not serve (0 = the served version).
+  Result<ModelInfo> GetModel(const std::string& name, int64_t version = 0) const;
+  std::vector<ModelInfo> ListModels() const;
+
+  // Validates `request` against the model and queues it. Always takes ownership: the outcome,
+  // including a rejection, is delivered through request->done exactly once.
+  void Submit(std::unique_ptr<InferRequest> request);
+
+  // Stops accepting, waits up to `drain_timeout` for requests in flight, then unloads every
+  // model in reverse load order, logging one line per step. Idempotent.
+  void Shutdown(std::chrono::milliseconds drain_timeout);
+
+  int64_t in_flight() const { return in_flight_.load(); }
+
+ private:
+  struct LoadedModel;
+  struct Entry;
+
+  Entry* FindEntry(const std::string& name) const;
+  void Load(Entry& entry);
+  void Unload(Entry& entry);
+  static Status ValidateRequest(const ModelSignature& signature, const InferRequest& request);
+  static ModelInfo Snapshot(const Entry& entry);
+
+  const ServerConfig config_;
+  const BackendRegistry& backends_;  // not owned
+  RuntimeGuard& guard_;              // not owned
+
+  std::map<std::string, std::unique_ptr<Entry>> entries_;  // fixed after construction
+
+  std::mutex order_mu_;
+  std::vector<Entry*> load_order_;  // guarded by order_mu_; unloaded back to front
+
+  std::atomic<bool> accepting_{true};
+  std::atomic<int64_t> in_flight_{0};
+  std::mutex drain_mu_;
+  std::condition_variable drained_;
+};
+
+}  // namespace mmserve

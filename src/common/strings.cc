@@ -1,6 +1,7 @@
 #include "common/strings.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 namespace mmserve {
@@ -21,11 +22,17 @@ size_t EditDistance(std::string_view a, std::string_view b) {
 }
 
 std::string ClosestMatch(std::string_view word, const std::vector<std::string>& candidates) {
+  // A likely typo: a few edits away, or a prefix of the intended name ("timeout" for
+  // "timeout_ms") or the other way round.
   std::string best;
-  size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
+  size_t best_distance = SIZE_MAX;
+  const size_t allowed = std::max<size_t>(2, word.size() / 3);
   for (const auto& c : candidates) {
     const size_t d = EditDistance(word, c);
-    if (d < best_distance) {
+    const std::string_view shorter = word.size() < c.size() ? word : std::string_view(c);
+    const std::string_view longer = word.size() < c.size() ? std::string_view(c) : word;
+    const bool prefix = shorter.size() >= 3 && longer.substr(0, shorter.size()) == shorter;
+    if ((d <= allowed || prefix) && d < best_distance) {
       best_distance = d;
       best = c;
     }

@@ -54,7 +54,8 @@ json ToJson(const YAML::Node& node, const std::string& path, const std::string& 
         const std::string key = kv.first.Scalar();
         const std::string child = path.empty() ? key : path + "." + key;
         out[key] = ToJson(kv.second, child, file, locations);
-        if (locations[child].line == 0) locations[child] = ToLocation(file, kv.first.Mark());
+        locations[Params::KeyPath(child)] = ToLocation(file, kv.first.Mark());
+        if (locations[child].line == 0) locations[child] = locations[Params::KeyPath(child)];
       }
       return out;
     }

@@ -23,6 +23,11 @@ SourceLocation Params::LocationOf(const std::string& field_path) const {
   }
 }
 
+SourceLocation Params::KeyLocationOf(const std::string& field_path) const {
+  if (auto it = locations_->find(KeyPath(field_path)); it != locations_->end()) return it->second;
+  return LocationOf(field_path);
+}
+
 ParamReader::ParamReader(const Params& params, ConfigErrors& errors)
     : params_(params), errors_(errors) {}
 
@@ -153,9 +158,11 @@ void ParamReader::Finish() {
   for (const auto& [key, value] : v.items()) {
     if (read_.count(key)) continue;
     const auto closest = ClosestMatch(key, known);
-    Error(key, known.empty() ? "no parameters" : "one of " + Join(known, ", "),
-          "unknown key \"" + key + "\"",
-          closest.empty() ? "" : "did you mean '" + closest + "'?");
+    errors_.Add({.where = params_.KeyLocationOf(FieldPath(key)),
+                 .field = FieldPath(key),
+                 .expected = known.empty() ? "no parameters" : "one of " + Join(known, ", "),
+                 .found = "unknown key \"" + key + "\"",
+                 .hint = closest.empty() ? "" : "did you mean '" + closest + "'?"});
   }
 }
 

@@ -30,7 +30,11 @@ class Params {
 
   const nlohmann::json& value() const { return value_; }
   const std::string& path() const { return path_; }
+  // Where the value of `field_path` is (or its nearest located ancestor).
   SourceLocation LocationOf(const std::string& field_path) const;
+  // Where the key of `field_path` is, for "unknown key" errors; else LocationOf().
+  SourceLocation KeyLocationOf(const std::string& field_path) const;
+  static std::string KeyPath(const std::string& field_path) { return "key:" + field_path; }
   // A sub-tree of this one (a list element, a nested map) sharing its location table.
   Params Sub(nlohmann::json value, std::string path) const {
     return Params(std::move(value), std::move(path), locations_);

@@ -1,0 +1,228 @@
+#include "config/config_parser.h"
+
+#include <sys/stat.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "backend/backend_registry.h"
+#include "backend/identity/identity_backend.h"
+#include "common/strings.h"
+#include "runtime/host_runtime.h"
+#include "testing/test_util.h"
+
+namespace mmserve {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The configuration users already write (the issue's example), verbatim but for the path.
+constexpr const char* kSeed = R"(global:
+  device: 0
+  memory_pool: 1024      # MB, 0 = no limit
+  thread_num: 8
+models:
+  - name: person_det
+    path: person_det.om
+    device_id: 0
+    batch_size: 1
+    max_batch: 8
+    dynamic_batch: true
+    preprocess: resize_256_center_crop
+    postprocess: nms_threshold_0.45
+    timeout_ms: 200
+    priority: high
+    thread_num: 2
+)";
+
+class ConfigParserTest : public ::testing::Test {
+ protected:
+  ConfigParserTest() {
+    backends_.Register(std::make_unique<IdentityBackend>(host_));
+    dir_.Write("person_det.om", "not really an OM file");
+  }
+
+  Result<ServerConfig> Parse(const std::string& yaml) {
+    return LoadConfigFile(dir_.Write("models.yaml", yaml), backends_);
+  }
+  // The seed with the first occurrence of `from` replaced by `to`.
+  static std::string Seed(const std::string& from, const std::string& to) {
+    std::string yaml = kSeed;
+    const auto at = yaml.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return yaml.replace(at, from.size(), to);
+  }
+  std::string File() const { return (dir_.path() / "models.yaml").string(); }
+
+  HostRuntime host_;
+  BackendRegistry backends_;
+  testing::TempDir dir_;
+};
+
+TEST_F(ConfigParserTest, SeedConfigurationValidatesAsIs) {
+  auto config = Parse(kSeed);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_EQ(config->models.size(), 1u);
+  const ModelConfig& m = config->models[0];
+  EXPECT_EQ(m.name, "person_det");
+  EXPECT_EQ(m.backend, "acl");  // inferred from .om
+  EXPECT_EQ(m.task, "infer");
+  EXPECT_EQ(m.path, dir_.path() / "person_det.om");
+  EXPECT_EQ(m.max_batch, 8);
+  EXPECT_TRUE(m.dynamic_batch);
+  EXPECT_EQ(m.timeout, std::chrono::milliseconds(200));
+  EXPECT_EQ(m.priority, 1);
+  EXPECT_EQ(m.thread_num, 2);
+  EXPECT_EQ(m.preprocess, "resize_256_center_crop");
+  EXPECT_EQ(config->global.memory_pool_mb, 1024);
+  EXPECT_EQ(config->global.thread_num, 8);
+}
+
+TEST_F(ConfigParserTest, InfersBackendFromExtension) {
+  dir_.Write("m.gguf", "x");
+  dir_.Write("m.onnx", "x");
+  auto config = Parse("models:\n  - {name: a, path: m.gguf}\n  - {name: b, path: m.onnx, "
+                      "task: infer}\n  - {name: c, backend: identity}\n");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->models[0].backend, "llama");
+  EXPECT_EQ(config->models[0].task, "generate");
+  EXPECT_EQ(config->models[1].backend, "opencv");
+  EXPECT_EQ(config->models[2].backend, "identity");
+}
+
+struct BrokenCase {
+  std::string name;
+  std::string from;  // a piece of the seed ...
+  std::string to;    // ... replaced by this
+  std::string error;  // the exact error line, after "<file>:"
+  friend void PrintTo(const BrokenCase& c, std::ostream* os) { *os << c.name; }
+};
+
+class BrokenConfigTest : public ConfigParserTest,
+                         public ::testing::WithParamInterface<BrokenCase> {};
+
+TEST_P(BrokenConfigTest, ReportsThePreciseError) {
+  const BrokenCase& c = GetParam();
+  auto config = Parse(Seed(c.from, c.to));
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("\n  " + File() + ":" + c.error))
+      << config.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, BrokenConfigTest,
+    ::testing::Values(
+        BrokenCase{"UnknownKeyWithSuggestion", "timeout_ms: 200", "timeout: 200",
+                   "14:5: models[0].timeout: expected one of backend, batch_size, cpu_affinity, "
+                   "device_id, dynamic_batch, keep_alive, load, max_batch, name, params, path, "
+                   "postprocess, preprocess, priority, queue, task, thread_num, timeout_ms, "
+                   "version, found unknown key \"timeout\" (did you mean 'timeout_ms'?)"},
+        BrokenCase{"WrongType", "batch_size: 1", "batch_size: one",
+                   "9:17: models[0].batch_size: expected an integer in 1..4096, found \"one\""},
+        BrokenCase{"OutOfRange", "timeout_ms: 200", "timeout_ms: 0",
+                   "14:17: models[0].timeout_ms: expected an integer in 1..3600000, found 0"},
+        BrokenCase{"BoolExpected", "dynamic_batch: true", "dynamic_batch: maybe",
+                   "11:20: models[0].dynamic_batch: expected true or false, found \"maybe\""},
+        BrokenCase{"MissingFile", "path: person_det.om", "path: missing.om",
+                   "7:11: models[0].path: expected an existing file, found \""},
+        BrokenCase{"UnknownBackend", "    device_id: 0", "    backend: idenity\n    device_id: 0",
+                   "8:14: models[0].backend: expected one of acl, identity, llama, opencv, "
+                   "found \"idenity\" (did you mean 'identity'?)"},
+        BrokenCase{"DeviceOutOfRange", "    path: person_det.om\n    device_id: 0",
+                   "    backend: identity\n    device_id: 3",
+                   "8:16: models[0].device_id: expected a device id in 0..0 (backend identity "
+                   "sees 1 device), found 3"},
+        BrokenCase{"UnknownPriority", "priority: high", "priority: urgent",
+                   "15:15: models[0].priority: expected high, normal, low or a level in 1..9 "
+                   "(1 is highest), found \"urgent\""},
+        BrokenCase{"MaxBatchBelowBatchSize", "max_batch: 8", "max_batch: 0",
+                   "10:16: models[0].max_batch: expected an integer in 1..4096, found 0"},
+        BrokenCase{"MaxBatchSmallerThanBatch", "batch_size: 1", "batch_size: 16",
+                   "10:16: models[0].max_batch: expected at least batch_size (16), found 8"},
+        BrokenCase{"UnknownPreprocess", "resize_256_center_crop", "resize_center",
+                   "12:17: models[0].preprocess: expected one of none, resize_<N>"},
+        BrokenCase{"UnknownPostprocess", "nms_threshold_0.45", "nms_threshold_4.5",
+                   "13:18: models[0].postprocess: expected one of none, softmax"},
+        BrokenCase{"GlobalTypo", "memory_pool: 1024", "memory_pol: 1024",
+                   "3:3: global.memory_pol: expected one of "},
+        BrokenCase{"NegativeMemoryPool", "memory_pool: 1024", "memory_pool: -1",
+                   "3:16: global.memory_pool: expected an integer in 0..1073741824, found -1"},
+        BrokenCase{"MissingName", "  - name: person_det\n", "  - \n",
+                   "7:5: models[0].name: expected a model name, found nothing"},
+        BrokenCase{"CpuAffinityOutOfRange", "thread_num: 2", "thread_num: 2\n    cpu_affinity: [0, 4096]",
+                   "17:23: models[0].cpu_affinity[1]: expected a list of integers in 0.."},
+        BrokenCase{"WrongTaskForBackend", "thread_num: 2", "thread_num: 2\n    task: generate",
+                   "17:11: models[0].task: expected one of infer for backend acl, found "
+                   "\"generate\""},
+        BrokenCase{"NoBackendInferable", "path: person_det.om", "path: weights.bin",
+                   "6:5: models[0].backend: expected a backend (one of acl, identity, llama, "
+                   "opencv), or a path ending in .om, .gguf or .onnx to infer it from, found "
+                   "path \"weights.bin\""},
+        BrokenCase{"YamlSyntax", "max_batch: 8", "max_batch: [8",
+                   "11:18: (document): expected valid YAML, found end of sequence flow not found"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST_F(ConfigParserTest, ReportsEveryErrorAtOnce) {
+  std::string yaml = Seed("timeout_ms: 200", "timeout_ms: -1");
+  yaml += "  - name: person_det\n    backend: identity\n    thread_num: 0\n";
+  auto config = Parse(yaml);
+  ASSERT_FALSE(config.ok());
+  const std::string msg(config.status().message());
+  EXPECT_THAT(msg, HasSubstr("3 configuration errors:"));
+  EXPECT_THAT(msg, HasSubstr(":14:17: models[0].timeout_ms"));
+  EXPECT_THAT(msg, HasSubstr(":17:11: models[1].name: expected a unique model name (first "
+                             "defined at "));
+  EXPECT_THAT(msg, HasSubstr(":19:17: models[1].thread_num: expected an integer in 1..256, "
+                             "found 0"));
+}
+
+TEST_F(ConfigParserTest, BackendParamsAreValidatedWithPositions) {
+  auto config = Parse(
+      "models:\n"
+      "  - name: echo\n"
+      "    backend: identity\n"
+      "    params:\n"
+      "      latency_ms: -5\n"
+      "      tensors:\n"
+      "        - {input: A, datatype: FLOAT}\n"
+      "      fail_evry_n: 3\n");
+  ASSERT_FALSE(config.ok());
+  const std::string msg(config.status().message());
+  EXPECT_THAT(msg, HasSubstr(":5:19: models[0].params.latency_ms: expected an integer in "
+                             "0..600000, found -5"));
+  EXPECT_THAT(msg, HasSubstr(":7:32: models[0].params.tensors[0].datatype: expected one of "
+                             "BOOL, UINT8"));
+  EXPECT_THAT(msg, HasSubstr(":8:7: models[0].params.fail_evry_n: expected one of"));
+  EXPECT_THAT(msg, HasSubstr("did you mean 'fail_every_n'?"));
+}
+
+TEST_F(ConfigParserTest, RejectsAPathThatIsNotAFile) {
+  const auto fifo = dir_.path() / "pipe.om";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto config = Parse(Seed("path: person_det.om", "path: pipe.om"));
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr(":7:11: models[0].path: expected a file or a version directory"));
+}
+
+TEST_F(ConfigParserTest, RejectsAnUnreadableFile) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads every file";
+  const auto file = dir_.Write("secret.om", "x");
+  ::chmod(file.c_str(), 0);
+  auto config = Parse(Seed("path: person_det.om", "path: secret.om"));
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("expected a readable file"));
+}
+
+TEST_F(ConfigParserTest, DurationsAcceptUnitsAndForever) {
+  EXPECT_EQ(*ParseDuration("250ms"), std::chrono::milliseconds(250));
+  EXPECT_EQ(*ParseDuration("5m"), std::chrono::minutes(5));
+  EXPECT_EQ(*ParseDuration("30"), std::chrono::seconds(30));
+  EXPECT_EQ(*ParseDuration("-1"), std::nullopt);
+  EXPECT_FALSE(ParseDuration("-5s").has_value());
+  EXPECT_FALSE(ParseDuration("soon").has_value());
+}
+
+}  // namespace
+}  // namespace mmserve

@@ -1,0 +1,152 @@
+#include "server/http/json_codec.h"
+
+#include <cstring>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace mmserve {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+struct TypeCase {
+  std::string datatype;
+  json data;
+  friend void PrintTo(const TypeCase& c, std::ostream* os) { *os << c.datatype; }
+};
+
+class JsonCodecTypeTest : public ::testing::TestWithParam<TypeCase> {};
+
+TEST_P(JsonCodecTypeTest, EveryDatatypeRoundTripsThroughJson) {
+  const auto& c = GetParam();
+  json body = {{"inputs",
+                {{{"name", "x"}, {"datatype", c.datatype}, {"shape", {2}}, {"data", c.data}}}}};
+  auto parsed = ParseInferRequest(body.dump(), std::nullopt);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const Tensor& t = parsed->request.inputs[0];
+  EXPECT_EQ(DataTypeName(t.type()), c.datatype);
+  EXPECT_TRUE(t.Validate().ok());
+  EXPECT_EQ(TensorDataToJson(t), c.data);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, JsonCodecTypeTest,
+    ::testing::Values(TypeCase{"BOOL", {true, false}}, TypeCase{"UINT8", {0, 255}},
+                      TypeCase{"UINT16", {1, 65535}}, TypeCase{"UINT32", {1, 4294967295u}},
+                      TypeCase{"UINT64", {1, 18446744073709551615ull}},
+                      TypeCase{"INT8", {-128, 127}}, TypeCase{"INT16", {-32768, 32767}},
+                      TypeCase{"INT32", {-2147483647 - 1, 2147483647}},
+                      TypeCase{"INT64", {-9223372036854775807ll - 1, 9223372036854775807ll}},
+                      TypeCase{"FP16", {1.5, -0.0009765625}}, TypeCase{"BF16", {1.5, -256.0}},
+                      TypeCase{"FP32", {0.25, -3.5}}, TypeCase{"FP64", {0.1, -1e300}},
+                      TypeCase{"BYTES", {"héllo", ""}}),
+    [](const auto& info) { return info.param.datatype; });
+
+TEST(JsonCodecTest, Fp16RoundsToNearestAndSaturatesToInfinity) {
+  json body = {{"inputs",
+                {{{"name", "x"},
+                  {"datatype", "FP16"},
+                  {"shape", {4}},
+                  {"data", {65504.0, 1e6, 5.960464477539063e-08, 1.0009765625}}}}}};
+  auto parsed = ParseInferRequest(body.dump(), std::nullopt);
+  ASSERT_TRUE(parsed.ok());
+  const std::string& d = parsed->request.inputs[0].data();
+  uint16_t h[4];
+  std::memcpy(h, d.data(), 8);
+  EXPECT_EQ(h[0], 0x7bff);  // the largest finite half
+  EXPECT_EQ(h[1], 0x7c00);  // +inf
+  EXPECT_EQ(h[2], 0x0001);  // the smallest subnormal
+  EXPECT_EQ(h[3], 0x3c01);
+}
+
+TEST(JsonCodecTest, NestedDataIsFlattenedRowMajor) {
+  json body = {{"inputs",
+                {{{"name", "x"}, {"datatype", "INT32"}, {"shape", {2, 2}}, {"data", {{1, 2}, {3, 4}}}}}}};
+  auto parsed = ParseInferRequest(body.dump(), std::nullopt);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(TensorDataToJson(parsed->request.inputs[0]), json({1, 2, 3, 4}));
+}
+
+TEST(JsonCodecTest, ErrorsNameTheField) {
+  auto error = [](const std::string& body) {
+    auto parsed = ParseInferRequest(body, std::nullopt);
+    EXPECT_FALSE(parsed.ok());
+    return std::string(parsed.status().message());
+  };
+  EXPECT_EQ(error("{\"inputs\": [}"), "request body is not valid JSON");
+  EXPECT_EQ(error("{}"), "inputs: expected an array of tensors");
+  EXPECT_EQ(error(R"({"inputs":[{"name":"x","datatype":"FLOAT","shape":[1],"data":[1]}]})"),
+            "inputs[0] ('x').datatype: unknown datatype \"FLOAT\"");
+  EXPECT_EQ(error(R"({"inputs":[{"name":"x","datatype":"INT8","shape":[2],"data":[1]}]})"),
+            "inputs[0] ('x').data: shape [2] needs 2 elements, found 1");
+  EXPECT_EQ(error(R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[300]}]})"),
+            "inputs[0] ('x').data[0]: 300 is not a valid INT8");
+  EXPECT_EQ(error(R"({"inputs":[{"name":"x","datatype":"UINT8","shape":[1],"data":[-1]}]})"),
+            "inputs[0] ('x').data[0]: -1 is not a valid UINT8");
+  EXPECT_EQ(error(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1.5]}]})"),
+            "inputs[0] ('x').data[0]: 1.5 is not a valid INT32");
+  EXPECT_EQ(error(R"({"inputs":[{"name":"x","datatype":"BYTES","shape":[1],"data":[1]}]})"),
+            "inputs[0] ('x').data[0]: 1 is not a valid BYTES");
+  EXPECT_EQ(error(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[-1],"data":[]}]})"),
+            "inputs[0] ('x').shape: expected non-negative integers, found -1");
+  EXPECT_EQ(error(R"({"inputs":[{"datatype":"INT32","shape":[1],"data":[1]}]})"),
+            "inputs[0].name: expected a string");
+}
+
+TEST(JsonCodecTest, BinaryTensorsFollowTheJsonHeader) {
+  const std::string header =
+      R"({"inputs":[{"name":"a","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}},)"
+      R"({"name":"b","datatype":"BYTES","shape":[1],"parameters":{"binary_data_size":7}}],)"
+      R"("outputs":[{"name":"a_out","parameters":{"binary_data":true}},{"name":"b_out"}]})";
+  const float floats[2] = {1.5f, -2.0f};
+  std::string body = header + std::string(reinterpret_cast<const char*>(floats), 8);
+  Tensor::AppendBytesElement(body, "abc");
+  auto parsed = ParseInferRequest(body, header.size());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->request.inputs[0].data(), std::string(reinterpret_cast<const char*>(floats), 8));
+  EXPECT_EQ(parsed->request.inputs[1].BytesElements()[0], "abc");
+  EXPECT_EQ(parsed->request.requested_outputs, (std::vector<std::string>{"a_out", "b_out"}));
+  EXPECT_EQ(parsed->response.binary, std::vector<std::string>{"a_out"});
+
+  InferResponse response;
+  response.outputs.emplace_back("a_out", DataType::kFp32, Shape{2}, parsed->request.inputs[0].data());
+  response.outputs.emplace_back("b_out", DataType::kBytes, Shape{1}, parsed->request.inputs[1].data());
+  ResponseContext ctx = parsed->response;
+  ctx.model_name = "m";
+  EncodedResponse encoded = EncodeInferResponse(response, ctx);
+  ASSERT_TRUE(encoded.header_length.has_value());
+  json doc = json::parse(encoded.body.substr(0, *encoded.header_length));
+  EXPECT_EQ(doc["outputs"][0]["parameters"]["binary_data_size"], 8);
+  EXPECT_EQ(doc["outputs"][1]["data"], json({"abc"}));
+  EXPECT_EQ(encoded.body.substr(*encoded.header_length),
+            std::string(reinterpret_cast<const char*>(floats), 8));
+}
+
+TEST(JsonCodecTest, BinarySizesMustAddUp) {
+  const std::string header =
+      R"({"inputs":[{"name":"a","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}}]})";
+  auto short_body = ParseInferRequest(header + "1234", header.size());
+  EXPECT_THAT(std::string(short_body.status().message()),
+              HasSubstr("binary_data_size: 8 bytes, but only 4 binary bytes remain"));
+  auto long_body = ParseInferRequest(header + "123456789", header.size());
+  EXPECT_THAT(std::string(long_body.status().message()),
+              HasSubstr("1 binary bytes that no input's binary_data_size accounts for"));
+  auto wrong_header = ParseInferRequest(header, header.size() + 5);
+  EXPECT_FALSE(wrong_header.ok());
+}
+
+TEST(JsonCodecTest, RawRequestDerivesTheVariableDimension) {
+  ModelSignature sig{.inputs = {{"x", DataType::kInt16, {-1, 2}}}};
+  auto parsed = ParseRawInferRequest(std::string(12, '\1'), sig);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->request.inputs[0].shape(), (Shape{3, 2}));
+  EXPECT_TRUE(parsed->response.raw);
+  EXPECT_FALSE(ParseRawInferRequest(std::string(5, '\1'), sig).ok());
+  ModelSignature two{.inputs = {{"x", DataType::kInt8, {-1}}, {"y", DataType::kInt8, {-1}}}};
+  EXPECT_FALSE(ParseRawInferRequest("ab", two).ok());
+}
+
+}  // namespace
+}  // namespace mmserve

@@ -1,0 +1,148 @@
+#include "service/inference_service.h"
+
+#include <fstream>
+#include <future>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "backend/identity/identity_backend.h"
+#include "config/config_parser.h"
+#include "runtime/host_runtime.h"
+
+namespace mmserve {
+namespace {
+
+using ::testing::HasSubstr;
+
+class InferenceServiceTest : public ::testing::Test {
+ protected:
+  InferenceServiceTest() { backends_.Register(std::make_unique<IdentityBackend>(host_)); }
+
+  std::unique_ptr<InferenceService> Start(const std::string& yaml) {
+    auto config = ParseConfig(yaml, "test.yaml", backends_);
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    auto service = std::make_unique<InferenceService>(std::move(*config), backends_, guard_);
+    service->LoadStartupModels();
+    return service;
+  }
+
+  static Result<InferResponse> Infer(InferenceService& service, std::unique_ptr<InferRequest> r) {
+    std::promise<Result<InferResponse>> p;
+    auto f = p.get_future();
+    r->done = [&p](Result<InferResponse> result) { p.set_value(std::move(result)); };
+    service.Submit(std::move(r));
+    return f.get();
+  }
+
+  static std::unique_ptr<InferRequest> Ints(const std::string& model, std::vector<int32_t> v,
+                                            const std::string& input = "INPUT0",
+                                            DataType type = DataType::kInt32) {
+    auto r = std::make_unique<InferRequest>();
+    r->model_name = model;
+    r->inputs.emplace_back(input, type, Shape{static_cast<int64_t>(v.size())},
+                           std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    return r;
+  }
+
+  HostRuntime host_;
+  BackendRegistry backends_;
+  RuntimeGuard guard_;
+};
+
+constexpr const char* kTwoModels = R"(models:
+  - name: a
+    backend: identity
+    params: {tensors: [{input: INPUT0, output: OUTPUT0, datatype: INT32, shape: [-1]},
+                       {input: EXTRA, output: EXTRA_OUT, datatype: INT32, shape: [-1], optional: true}]}
+  - name: b
+    backend: identity
+    params: {tensors: [{datatype: INT32, shape: [2]}]}
+)";
+
+TEST_F(InferenceServiceTest, ServesLoadedModelsAndIsReady) {
+  auto service = Start(kTwoModels);
+  EXPECT_TRUE(service->Ready());
+  auto result = Infer(*service, Ints("a", {1, 2, 3}));
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->outputs[0].name(), "OUTPUT0");
+  EXPECT_EQ(result->outputs[0].shape(), Shape{3});
+  EXPECT_EQ(guard_.Describe(), "host(owned) host:0");
+}
+
+TEST_F(InferenceServiceTest, ValidatesRequestsAgainstTheSignature) {
+  auto service = Start(kTwoModels);
+  EXPECT_EQ(Infer(*service, Ints("nope", {1})).status().ToString(),
+            "NotFound: unknown model 'nope'");
+  EXPECT_EQ(Infer(*service, Ints("a", {1}, "INPUT0", DataType::kUint32)).status().message(),
+            "model 'a': input 'INPUT0': expected datatype INT32, found UINT32");
+  EXPECT_EQ(Infer(*service, Ints("b", {1, 2, 3})).status().message(),
+            "model 'b': input 'INPUT0': expected shape [2], found [3]");
+  EXPECT_EQ(Infer(*service, Ints("a", {1}, "EXTRA")).status().message(),
+            "model 'a': missing input 'INPUT0'");
+  EXPECT_THAT(std::string(Infer(*service, Ints("a", {1}, "OTHER")).status().message()),
+              HasSubstr("unknown input 'OTHER'; the model's inputs are INPUT0, EXTRA"));
+  auto wrong_version = Ints("a", {1});
+  wrong_version->model_version = 2;
+  EXPECT_EQ(Infer(*service, std::move(wrong_version)).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(InferenceServiceTest, ReturnsOnlyRequestedOutputs) {
+  auto service = Start(kTwoModels);
+  auto r = Ints("a", {1});
+  r->inputs.emplace_back("EXTRA", DataType::kInt32, Shape{1}, std::string(4, '\0'));
+  r->requested_outputs = {"EXTRA_OUT"};
+  auto result = Infer(*service, std::move(r));
+  ASSERT_TRUE(result.ok());
+  ASSERT_EQ(result->outputs.size(), 1u);
+  EXPECT_EQ(result->outputs[0].name(), "EXTRA_OUT");
+}
+
+TEST_F(InferenceServiceTest, AModelThatFailsToLoadDoesNotStopTheOthers) {
+  ASSERT_TRUE(std::ofstream("/tmp/mmserve-service-test.om").good());
+  auto service = Start(std::string(kTwoModels) +
+                       "  - name: detector\n    path: /tmp/mmserve-service-test.om\n");
+  EXPECT_FALSE(service->Ready());
+  auto info = service->GetModel("detector");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, ModelState::kUnavailable);
+  EXPECT_EQ(info->reason, "backend 'acl' is not built into this mmserve");
+  EXPECT_EQ(Infer(*service, Ints("detector", {1})).status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(Infer(*service, Ints("a", {1})).ok());
+}
+
+TEST_F(InferenceServiceTest, ShutdownDrainsThenUnloadsAndRejectsNewWork) {
+  auto service = Start(R"(models:
+  - name: slow
+    backend: identity
+    params: {latency_ms: 100, tensors: [{datatype: INT32}]}
+)");
+  std::promise<Result<InferResponse>> p;
+  auto r = Ints("slow", {1});
+  r->done = [&p](Result<InferResponse> result) { p.set_value(std::move(result)); };
+  service->Submit(std::move(r));
+  service->Shutdown(std::chrono::seconds(5));
+  EXPECT_TRUE(p.get_future().get().ok()) << "the request in flight finished";
+  EXPECT_EQ(Infer(*service, Ints("slow", {1})).status().ToString(),
+            "Unavailable: the server is shutting down");
+  EXPECT_EQ(service->GetModel("slow")->state, ModelState::kNotLoaded);
+  EXPECT_EQ(guard_.Describe(), "") << "the runtime was released";
+}
+
+TEST_F(InferenceServiceTest, DeadlineFromTimeoutMsExpiresQueuedRequests) {
+  auto service = Start(R"(models:
+  - name: slow
+    backend: identity
+    timeout_ms: 30
+    params: {latency_ms: 100, tensors: [{datatype: INT32}]}
+)");
+  std::promise<Result<InferResponse>> first;
+  auto r = Ints("slow", {1});
+  r->done = [&first](Result<InferResponse> result) { first.set_value(std::move(result)); };
+  service->Submit(std::move(r));
+  EXPECT_EQ(Infer(*service, Ints("slow", {2})).status().code(), StatusCode::kDeadlineExceeded);
+  first.get_future().get();
+}
+
+}  // namespace
+}  // namespace mmserve

@@ -19,6 +19,10 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 
 constexpr auto kIdleTimeout = std::chrono::seconds(60);
+// After refusing a request (413, malformed), read and discard at most this much of what the
+// client is still sending before closing, so that it can read the refusal instead of a reset.
+constexpr size_t kMaxDrainBytes = 256u << 20;
+constexpr auto kDrainTimeout = std::chrono::seconds(10);
 
 // Counts requests between "read complete" and "response written", for graceful shutdown.
 class InProgress {
@@ -79,10 +83,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     shared_.in_progress.Begin();
     if (ec == http::error::body_limit) {
       return Write(HttpRouter::ErrorResponse(
-          ResourceExhausted("request body exceeds the limit of " +
-                            std::to_string(shared_.max_body_bytes) +
-                            " bytes (global.max_request_mb)"),
-          11, false), http::status::payload_too_large);
+                       ResourceExhausted("request body exceeds the limit of " +
+                                         std::to_string(shared_.max_body_bytes) +
+                                         " bytes (global.max_request_mb)"),
+                       11, false),
+                   http::status::payload_too_large);
     }
     if (ec) {
       return Write(HttpRouter::ErrorResponse(
@@ -108,20 +113,43 @@ class Connection : public std::enable_shared_from_this<Connection> {
     http::async_write(stream_, *response,
                       [self = shared_from_this(), response](beast::error_code ec, size_t) {
                         self->shared_.in_progress.End();
-                        if (ec || !response->keep_alive()) return self->Close();
+                        if (ec) return self->Close();
+                        if (!response->keep_alive()) return self->Drain();
                         self->Read();
                       });
+  }
+
+  // Half-closes and discards what the client still sends (bounded), then closes.
+  void Drain() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(kDrainTimeout);
+    drained_ = 0;
+    DrainSome();
+  }
+
+  void DrainSome() {
+    discard_.resize(64 * 1024);
+    stream_.async_read_some(net::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > kMaxDrainBytes) return self->Close();
+                              self->DrainSome();
+                            });
   }
 
   void Close() {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
   }
 
   beast::tcp_stream stream_;
   Shared& shared_;  // not owned; outlives every connection (the I/O threads are joined first)
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::vector<char> discard_;
+  size_t drained_ = 0;
 };
 
 }  // namespace
@@ -129,6 +157,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 struct HttpFrontend::Impl {
   Impl(const Options& options, InferenceService& service)
       : ioc(options.threads),
+        work(net::make_work_guard(ioc)),
         acceptor(net::make_strand(ioc)),
         shared{HttpRouter(service), options.max_body_bytes} {}
 
@@ -144,6 +173,9 @@ struct HttpFrontend::Impl {
   }
 
   net::io_context ioc;
+  // Keeps the I/O threads running while every connection waits on a model and the acceptor is
+  // closed (graceful shutdown): their responses still need a thread to be written on.
+  net::executor_work_guard<net::io_context::executor_type> work;
   tcp::acceptor acceptor;
   Shared shared;
   std::vector<std::jthread> threads;  // last: joined before the members above are destroyed
@@ -191,6 +223,7 @@ bool HttpFrontend::WaitIdle(std::chrono::milliseconds timeout) {
 
 void HttpFrontend::Stop() {
   if (impl_->threads.empty()) return;
+  impl_->work.reset();
   impl_->ioc.stop();
   impl_->threads.clear();  // joins
 }

@@ -1,0 +1,85 @@
+// `mmserve validate`, `doctor` and `version` as a user runs them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "testing/server_process.h"
+#include "testing/test_util.h"
+
+namespace mmserve {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ServerProcess;
+
+constexpr const char* kSeed = R"(global:
+  device: 0
+  memory_pool: 1024      # MB, 0 = no limit
+  thread_num: 8
+models:
+  - name: person_det
+    path: person_det.om
+    device_id: 0
+    batch_size: 1
+    max_batch: 8
+    dynamic_batch: true
+    preprocess: resize_256_center_crop
+    postprocess: nms_threshold_0.45
+    timeout_ms: 200
+    priority: high
+    thread_num: 2
+)";
+
+TEST(CliTest, ValidateAcceptsTheSeedConfiguration) {
+  testing::TempDir dir;
+  dir.Write("person_det.om", "om");
+  auto [code, out] = ServerProcess::Run({"validate", dir.Write("m.yaml", kSeed).string()});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("valid, 1 model"));
+  EXPECT_THAT(out, HasSubstr("person_det v1: backend acl, task infer, device 0"));
+}
+
+TEST(CliTest, ValidatePrintsEveryErrorAndFails) {
+  testing::TempDir dir;
+  std::string broken = kSeed;
+  broken.replace(broken.find("timeout_ms: 200"), 15, "timeout: 200");
+  broken.replace(broken.find("thread_num: 2"), 13, "thread_num: zero");
+  const auto file = dir.Write("m.yaml", broken);
+  auto [code, out] = ServerProcess::Run({"validate", file.string()});
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(out, HasSubstr("3 configuration errors:"));
+  EXPECT_THAT(out, HasSubstr(file.string() + ":7:11: models[0].path: expected an existing file"));
+  EXPECT_THAT(out, HasSubstr(file.string() + ":14:5: models[0].timeout: expected one of"));
+  EXPECT_THAT(out, HasSubstr(file.string() + ":16:17: models[0].thread_num: expected an integer "
+                             "in 1..256, found \"zero\""));
+}
+
+TEST(CliTest, ServeRefusesAnInvalidConfigurationBeforeLoadingAnything) {
+  testing::TempDir dir;
+  auto [code, out] = ServerProcess::Run(
+      {"serve", dir.Write("m.yaml", "models:\n  - name: a\n    backend: identity\n    "
+                                    "priority: 0\n").string(), "--port", "0"});
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(out, HasSubstr(":4:15: models[0].priority: expected high, normal, low"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("loaded")));
+}
+
+TEST(CliTest, DoctorReportsTheHostAndNeverFailsWithoutAccelerators) {
+  testing::TempDir dir;
+  auto [code, out] = ServerProcess::Run({"doctor", "--lock-dir", dir.path().string()});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("cpu:"));
+  EXPECT_THAT(out, HasSubstr("memory:"));
+  EXPECT_THAT(out, HasSubstr("backends compiled in: identity"));
+  EXPECT_THAT(out, HasSubstr("AscendCL: "));
+  EXPECT_THAT(out, HasSubstr("CUDA: "));
+  EXPECT_THAT(out, HasSubstr("no mmserve holds a device"));
+}
+
+TEST(CliTest, VersionPrintsTheVersion) {
+  auto [code, out] = ServerProcess::Run({"version"});
+  EXPECT_EQ(code, 0);
+  EXPECT_THAT(out, HasSubstr("mmserve 0.1.0"));
+}
+
+}  // namespace
+}  // namespace mmserve

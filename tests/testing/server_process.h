@@ -1,0 +1,41 @@
+// Runs the real mmserve binary as a child process for integration tests: output goes to a log
+// file, Start() waits for the "listening on" line and reads the ephemeral port from it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace mmserve::testing {
+
+class ServerProcess {
+ public:
+  // `args` follow the binary name, e.g. {"serve", "c.yaml", "--port", "0"}.
+  explicit ServerProcess(std::vector<std::string> args, std::filesystem::path log);
+  ~ServerProcess();  // SIGKILLs a child still running
+
+  // Starts the child and waits up to `timeout` for it to listen; false if it exited or timed out.
+  bool Start(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+  // Sends `signal` and waits for the exit; returns the exit code (or 128 + signal number).
+  int Stop(int signal, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // Waits for the child to exit on its own; returns the exit code, or -1 on timeout.
+  int Wait(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  std::string Log() const;
+
+  // Runs the binary to completion (validate, doctor); returns {exit code, stdout+stderr}.
+  static std::pair<int, std::string> Run(const std::vector<std::string>& args);
+
+ private:
+  std::vector<std::string> args_;
+  std::filesystem::path log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace mmserve::testing

@@ -9,6 +9,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEPS="$ROOT/.deps"
 JOBS="${MMSERVE_JOBS:-$(nproc)}"
+# ccache hits across clones in different folders (CI clones afresh): hash relative paths only.
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
 LLAMA_NPM_VERSION="3.21.1"
 LLAMA_NPM_INTEGRITY="sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg=="
 
@@ -56,42 +58,23 @@ fetch_llama() {
   echo "    integrity verified: $actual"
   rm -rf "$DEPS/npm/package" "$DEPS/llama.cpp"
   tar -xzf "$tgz" -C "$DEPS/npm" package/llama/gitRelease.bundle package/llama/llama.cpp.info.json
-  git clone --quiet "$DEPS/npm/package/llama/gitRelease.bundle" "$DEPS/llama.cpp"
+  git -c advice.detachedHead=false clone --quiet "$DEPS/npm/package/llama/gitRelease.bundle" "$DEPS/llama.cpp"
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tag"])' \
     "$DEPS/npm/package/llama/llama.cpp.info.json" >"$DEPS/llama.cpp/.mmserve-tag"
   echo "    llama.cpp $(cat "$DEPS/llama.cpp/.mmserve-tag") cloned into .deps/llama.cpp"
 }
 
-# Builds the llama/ggml static libraries (CPU) and the reference tools later issues compare against.
-build_llama() {
-  local stamp="$DEPS/llama/.mmserve-built"
-  if [[ -f "$stamp" ]]; then
-    step "llama.cpp libraries: present in .deps/llama"
-    return
-  fi
-  step "llama.cpp libraries: building (static, CPU, ccache; first build takes several minutes)"
-  cmake -S "$DEPS/llama.cpp" -B "$DEPS/llama-build" -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$DEPS/llama" \
-    -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-    -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
-    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF \
-    -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
-    -DGGML_CUDA="${MMSERVE_CUDA:-OFF}" -DGGML_CANN="${MMSERVE_CANN:-OFF}" >/dev/null
-  cmake --build "$DEPS/llama-build" -j "$JOBS" -- -d stats | grep -E '^\[|FAILED|error' | awk 'NR % 20 == 0 || /FAILED|error/' || true
-  cmake --build "$DEPS/llama-build" -j "$JOBS" >/dev/null
-  cmake --install "$DEPS/llama-build" >/dev/null
-  touch "$stamp"
-}
-
+# Configuring mmserve builds llama.cpp's static libraries once per variant (cmake/llama.cmake),
+# with MMSERVE_CUDA / MMSERVE_CANN forwarded to GGML_CUDA / GGML_CANN.
 build_mmserve() {
-  step "mmserve: configuring and building (build/)"
+  step "mmserve: configuring (builds llama.cpp first if .deps has none) and building (build/)"
   cmake -S "$ROOT" -B "$ROOT/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMMSERVE_LLAMA_PREFIX="$DEPS/llama" >/dev/null
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    -DMMSERVE_CUDA="${MMSERVE_CUDA:-OFF}" -DMMSERVE_CANN="${MMSERVE_CANN:-OFF}" |
+    awk '/Building llama|Error|error/ || NR % 20 == 0'
   cmake --build "$ROOT/build" -j "$JOBS"
 }
 
 install_packages
 fetch_llama
-build_llama
-[[ "${1:-}" == "--deps-only" ]] || build_mmserve
+build_mmserve

@@ -21,8 +21,9 @@ int main(int argc, char** argv) {
 
   CLI::App app{"mmserve: many models, one server, one YAML file"};
   app.require_subcommand(1);
-  std::string log_level = "info";
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+  std::string log_level;  // empty: global.log_level of the served config, else info
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error (default: the "
+                                           "config's global.log_level, else info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
   mmserve::ServeOptions serve;
@@ -45,7 +46,8 @@ int main(int argc, char** argv) {
   auto* version_cmd = app.add_subcommand("version", "print the version");
 
   CLI11_PARSE(app, argc, argv);
-  mmserve::ConfigureLogging(log_level);
+  mmserve::ConfigureLogging(log_level.empty() ? "info" : log_level);
+  serve.log_level_from_config = log_level.empty();
   if (*serve_cmd) return mmserve::Serve(serve);
   if (*validate_cmd) return mmserve::Validate(validate_config);
   if (*doctor_cmd) return mmserve::Doctor(doctor_lock_dir);

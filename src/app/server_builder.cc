@@ -60,6 +60,9 @@ int Serve(const ServeOptions& options) {
     spdlog::error("{}: {}", options.config.string(), config.status().message());
     return 2;
   }
+  if (options.log_level_from_config) {
+    spdlog::set_level(spdlog::level::from_str(config->global.log_level));
+  }
   if (options.host) config->global.host = *options.host;
   if (options.port) config->global.port = *options.port;
   const GlobalConfig global = config->global;

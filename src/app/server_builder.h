@@ -26,6 +26,7 @@ struct ServeOptions {
   std::optional<std::string> host;  // overrides global.host
   std::optional<int> port;          // overrides global.port
   std::filesystem::path lock_dir;
+  bool log_level_from_config = true;  // false when --log-level was given
 };
 
 // Runs the server until a termination signal; returns the process exit code.

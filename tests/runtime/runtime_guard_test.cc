@@ -141,8 +141,12 @@ TEST_F(RuntimeGuardTest, SixteenThreadsStartingFromNothingInitializeOnceAtATime)
   std::lock_guard lock(log_mu_);
   int depth = 0;
   for (const auto& e : log_) {
-    if (e == "init acl") EXPECT_EQ(++depth, 1) << "a second init while initialized";
-    if (e == "finalize acl") EXPECT_EQ(--depth, 0);
+    if (e == "init acl") {
+      EXPECT_EQ(++depth, 1) << "a second init while initialized";
+    }
+    if (e == "finalize acl") {
+      EXPECT_EQ(--depth, 0);
+    }
   }
 }
 

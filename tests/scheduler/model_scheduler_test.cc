@@ -84,9 +84,9 @@ std::unique_ptr<InferRequest> Request(Outcome& outcome,
 TEST(ModelSchedulerTest, BatchesWhatIsQueuedUpToMaxBatch) {
   FakeSession session;
   session.released = false;
+  std::vector<Outcome> outcomes(7);  // outlives the scheduler, which may still complete them
   auto scheduler = ModelScheduler::Create({.model = "m", .max_batch = 4}, session);
   ASSERT_TRUE(scheduler.ok());
-  std::vector<Outcome> outcomes(7);
   for (auto& o : outcomes) ASSERT_TRUE((*scheduler)->Enqueue(Request(o)).ok());
   // The single worker took the first request at once and is blocked on it; the other six wait.
   session.Release();
@@ -100,9 +100,9 @@ TEST(ModelSchedulerTest, BatchesWhatIsQueuedUpToMaxBatch) {
 TEST(ModelSchedulerTest, RejectsWhenQueueFull) {
   FakeSession session;
   session.released = false;
+  Outcome running, a, b, rejected;
   auto scheduler = ModelScheduler::Create({.model = "m", .max_queue_size = 2}, session);
   ASSERT_TRUE(scheduler.ok());
-  Outcome running, a, b, rejected;
   ASSERT_TRUE((*scheduler)->Enqueue(Request(running)).ok());
   while ((*scheduler)->executing() == 0) std::this_thread::sleep_for(1ms);
   ASSERT_TRUE((*scheduler)->Enqueue(Request(a)).ok());
@@ -112,14 +112,15 @@ TEST(ModelSchedulerTest, RejectsWhenQueueFull) {
   EXPECT_EQ(rejected.future.get().code(), StatusCode::kResourceExhausted);
   session.Release();
   EXPECT_TRUE(a.future.get().ok());
+  EXPECT_TRUE(b.future.get().ok());
 }
 
 TEST(ModelSchedulerTest, ExpiredRequestsAreAnsweredWithoutExecution) {
   FakeSession session;
   session.released = false;
+  Outcome running, expired;
   auto scheduler = ModelScheduler::Create({.model = "m"}, session);
   ASSERT_TRUE(scheduler.ok());
-  Outcome running, expired;
   ASSERT_TRUE((*scheduler)->Enqueue(Request(running)).ok());
   ASSERT_TRUE((*scheduler)->Enqueue(Request(expired, Clock::now() + 10ms)).ok());
   std::this_thread::sleep_for(30ms);
@@ -143,9 +144,9 @@ TEST(ModelSchedulerTest, FailsToStartWhenAnInstanceCannotBeCreated) {
 TEST(ModelSchedulerTest, StopAcceptingRejectsNewRequestsButFinishesQueuedOnes) {
   FakeSession session;
   session.released = false;
+  Outcome queued, late;
   auto scheduler = ModelScheduler::Create({.model = "m"}, session);
   ASSERT_TRUE(scheduler.ok());
-  Outcome queued, late;
   ASSERT_TRUE((*scheduler)->Enqueue(Request(queued)).ok());
   (*scheduler)->StopAccepting();
   EXPECT_EQ((*scheduler)->Enqueue(Request(late)).code(), StatusCode::kUnavailable);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The run command: sets up what is missing (scripts/setup.sh), then serves examples/demo.yaml on
+# 127.0.0.1:8000 in the foreground. Ctrl-C (SIGINT) drains and shuts down cleanly.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+bash scripts/setup.sh
+CONFIG="${1:-examples/demo.yaml}"
+PORT="${MMSERVE_PORT:-8000}"
+cat <<MSG
+
+==> mmserve: serving $CONFIG on http://127.0.0.1:$PORT  (Ctrl-C to stop)
+Try, from another terminal:
+  curl -i 127.0.0.1:$PORT/v2/health/ready
+  curl -s 127.0.0.1:$PORT/v2/models/echo
+  curl -s -X POST 127.0.0.1:$PORT/v2/models/echo/infer \\
+       -d '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]},
+                      {"name":"TEXT","datatype":"BYTES","shape":[1],"data":["hello"]}]}'
+  curl -s -X POST 127.0.0.1:$PORT/v2/models/echo_slow/infer \\
+       -d '{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[3],"data":[1,2,3]}]}'
+
+MSG
+exec "$ROOT/build/src/app/mmserve" serve "$CONFIG" --port "$PORT"

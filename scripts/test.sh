@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The test command: sets up what is missing (scripts/setup.sh), then runs every test:
+#   1. build/       (RelWithDebInfo)   unit + integration tests, the real binary on 127.0.0.1
+#   2. build-asan/  (ASan + UBSan)     unit tests, mmserve's own code instrumented
+#   3. build-tsan/  (ThreadSanitizer)  the concurrency tests (label tsan)
+# Ends with one line "tests: N passed, M failed" and exits non-zero if anything failed.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+JOBS="${MMSERVE_JOBS:-$(nproc)}"
+# ccache hits across clones in different folders (CI clones afresh): hash relative paths only.
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
+cd "$ROOT"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+bash scripts/setup.sh
+step "architecture: layer order and runtime ownership"
+bash scripts/check_layers.sh
+
+passed=0
+failed=0
+# run_ctest DIR LABEL [WRAPPER...]: runs ctest (under WRAPPER), adds its counts to the totals,
+# never exits early.
+run_ctest() {
+  local dir=$1 label=$2 log
+  shift 2
+  log=$(mktemp)
+  set +e
+  "$@" ctest --test-dir "$dir" -L "$label" -j "$JOBS" --output-on-failure --timeout 300 2>&1 | tee "$log" |
+    grep -vE '^ +Start |Test +#[0-9]+: .* Passed'
+  set -e
+  local line
+  line=$(grep -E '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1 || true)
+  if [[ -z "$line" ]]; then
+    echo "error: ctest in $dir produced no summary" >&2
+    failed=$((failed + 1))
+  else
+    local bad total
+    bad=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
+    total=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
+    passed=$((passed + total - bad))
+    failed=$((failed + bad))
+  fi
+  rm -f "$log"
+}
+
+# configure_sanitized DIR SANITIZERS: a second build of mmserve's own code (llama.cpp is reused).
+configure_sanitized() {
+  cmake -S "$ROOT" -B "$ROOT/$1" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMMSERVE_SANITIZE="$2" >/dev/null
+}
+
+step "tests: unit + integration (build/)"
+run_ctest build "unit|integration"
+
+step "tests: unit under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
+configure_sanitized build-asan "address,undefined"
+cmake --build build-asan -j "$JOBS" | grep -E 'FAILED|error' || true
+cmake --build build-asan -j "$JOBS" >/dev/null
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan unit
+
+step "tests: concurrency under ThreadSanitizer (build-tsan/)"
+configure_sanitized build-tsan "thread"
+tsan_targets=$(sed -nE 's/.*mms_add_test\(([a-z_]+) .* TSAN\).*/\1/p' $(find tests -name CMakeLists.txt))
+cmake --build build-tsan -j "$JOBS" --target $tsan_targets | grep -E 'FAILED|error' || true
+cmake --build build-tsan -j "$JOBS" --target $tsan_targets >/dev/null
+# ASLR-heavy kernels break TSan's shadow-memory layout: run without ASLR where setarch can.
+wrapper=()
+if setarch "$(uname -m)" -R true 2>/dev/null; then wrapper=(setarch "$(uname -m)" -R); fi
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest build-tsan tsan "${wrapper[@]}"
+
+echo
+echo "tests: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]

@@ -13,7 +13,8 @@
 namespace mmserve::testing {
 namespace {
 
-pid_t Spawn(const std::vector<std::string>& args, const std::filesystem::path& log) {
+pid_t Spawn(std::string binary, const std::vector<std::string>& args,
+            const std::filesystem::path& log) {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -24,7 +25,6 @@ pid_t Spawn(const std::vector<std::string>& args, const std::filesystem::path& l
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   std::vector<char*> argv;
-  std::string binary = MMSERVE_BINARY;
   argv.push_back(binary.data());
   std::vector<std::string> copy = args;
   for (auto& a : copy) argv.push_back(a.data());
@@ -41,8 +41,9 @@ int ExitCode(int status) {
 
 }  // namespace
 
-ServerProcess::ServerProcess(std::vector<std::string> args, std::filesystem::path log)
-    : args_(std::move(args)), log_(std::move(log)) {}
+ServerProcess::ServerProcess(std::vector<std::string> args, std::filesystem::path log,
+                             std::string program)
+    : program_(std::move(program)), args_(std::move(args)), log_(std::move(log)) {}
 
 ServerProcess::~ServerProcess() {
   if (pid_ > 0) {
@@ -52,7 +53,7 @@ ServerProcess::~ServerProcess() {
 }
 
 bool ServerProcess::Start(std::chrono::milliseconds timeout) {
-  pid_ = Spawn(args_, log_);
+  pid_ = Spawn(program_, args_, log_);
   static const std::regex kListening(R"(listening on http://[0-9.]+:([0-9]+))");
   const auto end = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < end) {
@@ -97,7 +98,7 @@ std::pair<int, std::string> ServerProcess::Run(const std::vector<std::string>& a
   TempDir dir;
   const auto log = dir.path() / "out.log";
   ServerProcess p(args, log);
-  p.pid_ = Spawn(args, log);
+  p.pid_ = Spawn(MMSERVE_BINARY, args, log);
   const int code = p.Wait(std::chrono::seconds(60));
   return {code, p.Log()};
 }

@@ -13,8 +13,10 @@ namespace mmserve::testing {
 
 class ServerProcess {
  public:
-  // `args` follow the binary name, e.g. {"serve", "c.yaml", "--port", "0"}.
-  explicit ServerProcess(std::vector<std::string> args, std::filesystem::path log);
+  // `args` follow the binary name, e.g. {"serve", "c.yaml", "--port", "0"}. `program` is the
+  // mmserve binary unless given (e.g. "/bin/bash" to run a script that execs it).
+  ServerProcess(std::vector<std::string> args, std::filesystem::path log,
+                std::string program = MMSERVE_BINARY);
   ~ServerProcess();  // SIGKILLs a child still running
 
   // Starts the child and waits up to `timeout` for it to listen; false if it exited or timed out.
@@ -32,6 +34,7 @@ class ServerProcess {
   static std::pair<int, std::string> Run(const std::vector<std::string>& args);
 
  private:
+  std::string program_;
   std::vector<std::string> args_;
   std::filesystem::path log_;
   pid_t pid_ = -1;

@@ -1,0 +1,57 @@
+// The README's run command (scripts/demo.sh) serves the demo and answers readiness with 200,
+// as seen by curl.
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "testing/server_process.h"
+#include "testing/test_util.h"
+
+namespace mmserve {
+namespace {
+
+using ::testing::HasSubstr;
+
+int FreePort() {
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
+std::string Curl(const std::string& args) {
+  std::string out;
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(("curl -s " + args).c_str(), "r"), ::pclose);
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe.get())) out.append(buf, n);
+  return out;
+}
+
+TEST(DemoTest, RunCommandServesTheDemoAndIsReady) {
+  testing::TempDir dir;
+  const int port = FreePort();
+  ::setenv("MMSERVE_PORT", std::to_string(port).c_str(), 1);
+  ::setenv("MMSERVE_LOCK_DIR", (dir.path() / "locks").c_str(), 1);
+  testing::ServerProcess demo({std::string(MMSERVE_SOURCE_DIR) + "/scripts/demo.sh"},
+                              dir.path() / "demo.log", "/bin/bash");
+  ASSERT_TRUE(demo.Start(std::chrono::minutes(5))) << demo.Log();
+  EXPECT_EQ(demo.port(), port);
+  const std::string base = "127.0.0.1:" + std::to_string(port);
+  EXPECT_EQ(Curl("-o /dev/null -w '%{http_code}' " + base + "/v2/health/ready"), "200");
+  EXPECT_THAT(Curl("-X POST " + base + "/v2/models/echo/infer -d '{\"inputs\":[{\"name\":"
+                   "\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,4],\"data\":[1,2,3,4]}]}'"),
+              HasSubstr("\"data\":[1.0,2.0,3.0,4.0]"));
+  EXPECT_THAT(demo.Log(), HasSubstr("curl -i 127.0.0.1:" + std::to_string(port) +
+                                    "/v2/health/ready"));
+  EXPECT_EQ(demo.Stop(SIGINT), 0) << demo.Log();
+}
+
+}  // namespace
+}  // namespace mmserve

@@ -9,31 +9,16 @@
 #include "backend/identity/identity_backend.h"
 #include "common/strings.h"
 #include "runtime/host_runtime.h"
+#include "testing/seed_config.h"
 #include "testing/test_util.h"
 
 namespace mmserve {
 namespace {
 
+using testing::kSeed;
+
 using ::testing::HasSubstr;
 
-// The configuration users already write (the issue's example), verbatim but for the path.
-constexpr const char* kSeed = R"(global:
-  device: 0
-  memory_pool: 1024      # MB, 0 = no limit
-  thread_num: 8
-models:
-  - name: person_det
-    path: person_det.om
-    device_id: 0
-    batch_size: 1
-    max_batch: 8
-    dynamic_batch: true
-    preprocess: resize_256_center_crop
-    postprocess: nms_threshold_0.45
-    timeout_ms: 200
-    priority: high
-    thread_num: 2
-)";
 
 class ConfigParserTest : public ::testing::Test {
  protected:

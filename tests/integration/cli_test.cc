@@ -3,31 +3,17 @@
 #include <gtest/gtest.h>
 
 #include "testing/server_process.h"
+#include "testing/seed_config.h"
 #include "testing/test_util.h"
 
 namespace mmserve {
 namespace {
 
+using testing::kSeed;
+
 using ::testing::HasSubstr;
 using testing::ServerProcess;
 
-constexpr const char* kSeed = R"(global:
-  device: 0
-  memory_pool: 1024      # MB, 0 = no limit
-  thread_num: 8
-models:
-  - name: person_det
-    path: person_det.om
-    device_id: 0
-    batch_size: 1
-    max_batch: 8
-    dynamic_batch: true
-    preprocess: resize_256_center_crop
-    postprocess: nms_threshold_0.45
-    timeout_ms: 200
-    priority: high
-    thread_num: 2
-)";
 
 TEST(CliTest, ValidateAcceptsTheSeedConfiguration) {
   testing::TempDir dir;

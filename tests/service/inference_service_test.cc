@@ -27,12 +27,17 @@ class InferenceServiceTest : public ::testing::Test {
     return service;
   }
 
-  static Result<InferResponse> Infer(InferenceService& service, std::unique_ptr<InferRequest> r) {
-    std::promise<Result<InferResponse>> p;
-    auto f = p.get_future();
-    r->done = [&p](Result<InferResponse> result) { p.set_value(std::move(result)); };
+  // Submits `r`; the future holds its outcome.
+  static std::future<Result<InferResponse>> Submit(InferenceService& service,
+                                                   std::unique_ptr<InferRequest> r) {
+    auto p = std::make_shared<std::promise<Result<InferResponse>>>();
+    auto f = p->get_future();
+    r->done = [p](Result<InferResponse> result) { p->set_value(std::move(result)); };
     service.Submit(std::move(r));
-    return f.get();
+    return f;
+  }
+  static Result<InferResponse> Infer(InferenceService& service, std::unique_ptr<InferRequest> r) {
+    return Submit(service, std::move(r)).get();
   }
 
   static std::unique_ptr<InferRequest> Ints(const std::string& model, std::vector<int32_t> v,
@@ -117,12 +122,9 @@ TEST_F(InferenceServiceTest, ShutdownDrainsThenUnloadsAndRejectsNewWork) {
     backend: identity
     params: {latency_ms: 100, tensors: [{datatype: INT32}]}
 )");
-  std::promise<Result<InferResponse>> p;
-  auto r = Ints("slow", {1});
-  r->done = [&p](Result<InferResponse> result) { p.set_value(std::move(result)); };
-  service->Submit(std::move(r));
+  auto in_flight = Submit(*service, Ints("slow", {1}));
   service->Shutdown(std::chrono::seconds(5));
-  EXPECT_TRUE(p.get_future().get().ok()) << "the request in flight finished";
+  EXPECT_TRUE(in_flight.get().ok()) << "the request in flight finished";
   EXPECT_EQ(Infer(*service, Ints("slow", {1})).status().ToString(),
             "Unavailable: the server is shutting down");
   EXPECT_EQ(service->GetModel("slow")->state, ModelState::kNotLoaded);
@@ -136,12 +138,9 @@ TEST_F(InferenceServiceTest, DeadlineFromTimeoutMsExpiresQueuedRequests) {
     timeout_ms: 30
     params: {latency_ms: 100, tensors: [{datatype: INT32}]}
 )");
-  std::promise<Result<InferResponse>> first;
-  auto r = Ints("slow", {1});
-  r->done = [&first](Result<InferResponse> result) { first.set_value(std::move(result)); };
-  service->Submit(std::move(r));
+  auto first = Submit(*service, Ints("slow", {1}));
   EXPECT_EQ(Infer(*service, Ints("slow", {2})).status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_TRUE(first.get_future().get().ok());
+  EXPECT_TRUE(first.get().ok());
 }
 
 }  // namespace

@@ -12,7 +12,12 @@ cat <<MSG
 ==> mmserve: serving $CONFIG on http://127.0.0.1:$PORT  (Ctrl-C to stop)
 Try, from another terminal:
   curl -i 127.0.0.1:$PORT/v2/health/ready
-  curl -s 127.0.0.1:$PORT/v2/models/echo
+  curl -s 127.0.0.1:$PORT/v2/models/embedder
+  curl -s -X POST 127.0.0.1:$PORT/v2/models/embedder/infer \\
+       -d '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[2],"data":["hello world","mmserve"]}]}'
+  curl -s -X POST 127.0.0.1:$PORT/v2/models/reranker/infer \\
+       -d '{"inputs":[{"name":"QUERY","datatype":"BYTES","shape":[1],"data":["what do cats eat"]},
+                      {"name":"DOCUMENTS","datatype":"BYTES","shape":[2],"data":["cats eat fish","GPUs are fast"]}]}'
   curl -s -X POST 127.0.0.1:$PORT/v2/models/echo/infer \\
        -d '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]},
                       {"name":"TEXT","datatype":"BYTES","shape":[1],"data":["hello"]}]}'

@@ -75,6 +75,33 @@ build_mmserve() {
   cmake --build "$ROOT/build" -j "$JOBS"
 }
 
+# Deterministic random-weight GGUF models with real tokenizers (tools/gen_models.py): the tiny
+# ones for the tests and the demo; MMSERVE_MODEL_SIZES=tiny,base adds the benchmark sizes.
+generate_models() {
+  step "models: generating ${MMSERVE_MODEL_SIZES:-tiny} GGUF models into models/generated (skips existing)"
+  PYTHONPATH="$DEPS/llama.cpp/gguf-py" /usr/bin/python3 "$ROOT/tools/gen_models.py" \
+    --out "$ROOT/models/generated" --sizes "${MMSERVE_MODEL_SIZES:-tiny}" \
+    --vocab-dir "$DEPS/llama.cpp/models"
+}
+
+# llama.cpp's own programs, built from the same bundle, that the tests and benchmarks compare
+# mmserve against: llama-embedding, llama-simple (greedy generation), llama-server.
+build_reference_tools() {
+  step "llama.cpp reference tools: llama-embedding, llama-simple, llama-server (.deps/llama-tools-build)"
+  cmake -S "$DEPS/llama.cpp" -B "$DEPS/llama-tools-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    -DCMAKE_C_FLAGS=-w -DCMAKE_CXX_FLAGS=-w -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
+    -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_UI=OFF \
+    -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF >/dev/null
+  cmake --build "$DEPS/llama-tools-build" -j "$JOBS" --target llama-embedding llama-simple llama-server |
+    awk 'NR % 25 == 0 || /FAILED|error:/' || true
+  cmake --build "$DEPS/llama-tools-build" -j "$JOBS" --target llama-embedding llama-simple llama-server >/dev/null
+}
+
 install_packages
 fetch_llama
+generate_models
 build_mmserve
+[[ "${1:-}" == "--with-reference-tools" ]] && build_reference_tools
+true

@@ -13,7 +13,7 @@ cd "$ROOT"
 
 step() { printf '\n==> %s\n' "$*"; }
 
-bash scripts/setup.sh
+bash scripts/setup.sh --with-reference-tools
 step "architecture: layer order and runtime ownership"
 bash scripts/check_layers.sh
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "backend/identity/identity_backend.h"
+#include "backend/llama/llama_backend.h"
 #include "common/logging.h"
 #include "config/config_parser.h"
 #include "runtime/device_lock.h"
@@ -17,6 +18,7 @@ namespace mmserve {
 
 BuiltIns::BuiltIns() {
   backends.Register(std::make_unique<IdentityBackend>(host_runtime));
+  backends.Register(std::make_unique<LlamaBackend>(ggml_runtime));
 }
 
 int Validate(const std::filesystem::path& config) {

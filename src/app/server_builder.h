@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend/backend_registry.h"
+#include "runtime/ggml_runtime.h"
 #include "runtime/host_runtime.h"
 
 namespace mmserve {
@@ -17,6 +18,7 @@ namespace mmserve {
 // backends that point at them (declaration order).
 struct BuiltIns {
   HostRuntime host_runtime;
+  GgmlRuntime ggml_runtime;
   BackendRegistry backends;
   BuiltIns();
 };

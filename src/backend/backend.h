@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +67,8 @@ class Session {
   virtual Result<std::unique_ptr<Instance>> CreateInstance(int index) = 0;
   // Asks executions in progress to return early (shutdown of a hung model). Any thread.
   virtual void Interrupt() {}
+  // Engine counters for stats and tests (e.g. decodes, sequences). Any thread.
+  virtual std::map<std::string, int64_t> counters() const { return {}; }
 };
 
 class Backend {

@@ -152,6 +152,7 @@ ModelInfo InferenceService::Snapshot(const Entry& entry) {
   if (entry.loaded) {
     info.signature = entry.loaded->session->signature();
     info.resident_bytes = entry.loaded->session->resident_bytes();
+    info.counters = entry.loaded->session->counters();
   }
   return info;
 }

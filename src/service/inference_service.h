@@ -37,6 +37,7 @@ struct ModelInfo {
   ModelSignature signature;   // empty until loaded
   MemoryEstimate estimate;
   int64_t resident_bytes = 0;
+  std::map<std::string, int64_t> counters;  // the session's engine counters
 };
 
 class InferenceService {

@@ -48,6 +48,9 @@ TEST(DemoTest, RunCommandServesTheDemoAndIsReady) {
   EXPECT_THAT(Curl("-X POST " + base + "/v2/models/echo/infer -d '{\"inputs\":[{\"name\":"
                    "\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,4],\"data\":[1,2,3,4]}]}'"),
               HasSubstr("\"data\":[1.0,2.0,3.0,4.0]"));
+  EXPECT_THAT(Curl("-X POST " + base + "/v2/models/embedder/infer -d '{\"inputs\":[{\"name\":"
+                   "\"TEXT\",\"datatype\":\"BYTES\",\"shape\":[1],\"data\":[\"hi\"]}]}'"),
+              HasSubstr("\"name\":\"EMBEDDING\",\"shape\":[1,64]"));
   EXPECT_THAT(demo.Log(), HasSubstr("curl -i 127.0.0.1:" + std::to_string(port) +
                                     "/v2/health/ready"));
   EXPECT_EQ(demo.Stop(SIGINT), 0) << demo.Log();

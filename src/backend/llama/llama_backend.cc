@@ -1,0 +1,147 @@
+#include "backend/llama/llama_backend.h"
+
+#include <gguf.h>
+#include <llama.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "backend/llama/llama_encoder.h"
+#include "common/logging.h"
+
+namespace mmserve {
+namespace {
+
+struct GgufDeleter {
+  void operator()(gguf_context* g) const { gguf_free(g); }
+};
+using GgufPtr = std::unique_ptr<gguf_context, GgufDeleter>;
+
+// What the GGUF header says, read without loading any tensor data.
+struct GgufSummary {
+  int64_t weights_bytes = 0;
+  bool has_classifier = false;
+  std::string architecture;
+};
+
+Result<GgufSummary> ReadGguf(const std::string& path) {
+  char magic[4] = {};
+  std::ifstream(path, std::ios::binary).read(magic, 4);
+  if (std::memcmp(magic, "GGUF", 4) != 0) {
+    return InvalidArgument("'" + path + "' is not a GGUF file (bad magic)");
+  }
+  GgufPtr gguf(gguf_init_from_file(path.c_str(), {.no_alloc = true, .ctx = nullptr}));
+  if (!gguf) return InvalidArgument("'" + path + "' is a corrupt GGUF file (header unreadable)");
+  GgufSummary s;
+  for (int64_t i = 0; i < gguf_get_n_tensors(gguf.get()); ++i) {
+    s.weights_bytes += static_cast<int64_t>(gguf_get_tensor_size(gguf.get(), i));
+    if (std::strcmp(gguf_get_tensor_name(gguf.get(), i), "cls.output.weight") == 0) {
+      s.has_classifier = true;
+    }
+  }
+  if (int64_t k = gguf_find_key(gguf.get(), "general.architecture"); k >= 0) {
+    s.architecture = gguf_get_val_str(gguf.get(), k);
+  }
+  return s;
+}
+
+class LlamaSession final : public Session {
+ public:
+  LlamaSession(LlamaModelPtr model, EncoderTask task, LlamaOptions options,
+               ModelSignature signature)
+      : model_(std::move(model)),
+        task_(task),
+        options_(std::move(options)),
+        signature_(std::move(signature)) {}
+
+  const ModelSignature& signature() const override { return signature_; }
+  int64_t resident_bytes() const override {
+    return static_cast<int64_t>(llama_model_size(model_.get()));
+  }
+  Result<std::unique_ptr<Instance>> CreateInstance(int) override {
+    MMS_ASSIGN_OR_RETURN(auto encoder, LlamaEncoder::Create(model_.get(), task_, options_, stats_));
+    return std::unique_ptr<Instance>(std::move(encoder));
+  }
+  std::map<std::string, int64_t> counters() const override {
+    return {{"decodes", static_cast<int64_t>(stats_.decodes.load())},
+            {"sequences", static_cast<int64_t>(stats_.sequences.load())},
+            {"tokens", static_cast<int64_t>(stats_.tokens.load())}};
+  }
+
+ private:
+  LlamaModelPtr model_;
+  const EncoderTask task_;
+  const LlamaOptions options_;
+  const ModelSignature signature_;
+  LlamaStats stats_;
+};
+
+}  // namespace
+
+LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors) {
+  ParamReader r(model.params, errors);
+  LlamaOptions o;
+  o.n_ctx = static_cast<int>(r.Int("n_ctx", o.n_ctx, 0, 1 << 20));
+  o.n_parallel = static_cast<int>(r.Int("n_parallel", o.n_parallel, 1, 256));
+  o.n_batch = static_cast<int>(r.Int("n_batch", o.n_batch, 1, 1 << 20));
+  o.n_threads = static_cast<int>(r.Int("n_threads", o.n_threads, 0, 1024));
+  o.pooling = r.String("pooling", o.pooling, {"model", "mean", "cls", "last", "rank"});
+  o.normalize = r.Bool("normalize", o.normalize);
+  o.truncate = r.Bool("truncate", o.truncate);
+  o.sigmoid = r.Bool("sigmoid", o.sigmoid);
+  r.Finish();
+  return o;
+}
+
+void LlamaBackend::Validate(const ModelConfig& model, ConfigErrors& errors) const {
+  (void)ReadLlamaOptions(model, errors);
+}
+
+Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
+  ConfigErrors errors;
+  const LlamaOptions o = ReadLlamaOptions(model, errors);
+  MMS_RETURN_IF_ERROR(errors.ToStatus());
+  MMS_ASSIGN_OR_RETURN(GgufSummary gguf, ReadGguf(model.path.string()));
+  // TODO(#3): KV cache (context x slots) and compute buffers for generate; encoders have no KV
+  // cache and a compute buffer that grows with the token budget.
+  const int64_t per_instance = static_cast<int64_t>(o.n_batch) * 4 * 1024;
+  return MemoryEstimate{
+      .bytes = gguf.weights_bytes + per_instance * model.thread_num,
+      .source = "GGUF tensor table + " + std::to_string(model.thread_num) + " x compute buffer"};
+}
+
+Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
+  ConfigErrors errors;
+  LlamaOptions options = ReadLlamaOptions(model, errors);
+  MMS_RETURN_IF_ERROR(errors.ToStatus());
+  MMS_ASSIGN_OR_RETURN(GgufSummary gguf, ReadGguf(model.path.string()));
+  if (model.task == "generate") {
+    return Unimplemented("task generate is not served by this version of the llama backend");
+  }
+  const EncoderTask task = model.task == "rerank" ? EncoderTask::kRerank : EncoderTask::kEmbed;
+  if (task == EncoderTask::kRerank && !gguf.has_classifier) {
+    return InvalidArgument("task rerank needs a model with a classification head "
+                           "(cls.output.weight); '" + model.path.string() + "' has none");
+  }
+  llama_model_params params = llama_model_default_params();
+  LlamaModelPtr loaded(llama_model_load_from_file(model.path.c_str(), params));
+  if (!loaded) {
+    return InvalidArgument("llama.cpp could not load '" + model.path.string() +
+                           "' (architecture '" + gguf.architecture +
+                           "'; unsupported or corrupt — see the llama.cpp log)");
+  }
+  ModelSignature signature{.platform = "llama_gguf"};
+  const int64_t n_embd = llama_model_n_embd_out(loaded.get());
+  if (task == EncoderTask::kEmbed) {
+    signature.inputs = {{"TEXT", DataType::kBytes, {-1}}};
+    signature.outputs = {{"EMBEDDING", DataType::kFp32, {-1, n_embd}},
+                         {"TRUNCATED", DataType::kBool, {-1}}};
+  } else {
+    signature.inputs = {{"QUERY", DataType::kBytes, {1}}, {"DOCUMENTS", DataType::kBytes, {-1}}};
+    signature.outputs = {{"SCORES", DataType::kFp32, {-1}}, {"TRUNCATED", DataType::kBool, {-1}}};
+  }
+  return std::unique_ptr<Session>(
+      std::make_unique<LlamaSession>(std::move(loaded), task, options, std::move(signature)));
+}
+
+}  // namespace mmserve

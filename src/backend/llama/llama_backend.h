@@ -1,0 +1,43 @@
+// The llama backend: GGUF models through llama.h, for three tasks —
+//   embed     TEXT (BYTES [-1]) → EMBEDDING (FP32 [-1, n_embd]), TRUNCATED (BOOL [-1])
+//   rerank    QUERY (BYTES [1]), DOCUMENTS (BYTES [-1]) → SCORES (FP32 [-1])
+//   generate  (TODO(#3): continuous batching; not served by this version)
+// Texts from every request of a batch are packed into as few llama_decode calls as the token
+// budget (n_batch) and the sequence limit (n_parallel) allow, one sequence per text, as TEI does.
+//
+//   params:
+//     n_ctx: 0          # tokens of context per sequence; 0 = the model's training context
+//     n_parallel: 16    # sequences per decode
+//     n_batch: 2048     # tokens per decode (the token budget); n_ubatch follows it for encoders
+//     n_threads: 0      # 0 = every core
+//     pooling: model    # model | mean | cls | last | rank
+//     normalize: true   # embed: L2-normalize each vector
+//     truncate: false   # too-long input: truncate (and flag it) instead of a 400
+//     sigmoid: false    # rerank: squash scores into 0..1
+//
+// Sessions share the loaded weights; each worker thread gets its own llama_context.
+#pragma once
+
+#include "backend/backend.h"
+
+namespace mmserve {
+
+class LlamaBackend final : public Backend {
+ public:
+  // `runtime` (the GgmlRuntime) is not owned and outlives the backend.
+  explicit LlamaBackend(Runtime& runtime) : runtime_(runtime) {}
+
+  std::string name() const override { return "llama"; }
+  std::vector<std::string> tasks() const override { return {"generate", "embed", "rerank"}; }
+  Runtime& runtime() override { return runtime_; }
+
+  void Validate(const ModelConfig& model, ConfigErrors& errors) const override;
+  // Weights from the GGUF tensor table, plus per-instance context and compute buffers.
+  Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;
+  Result<std::unique_ptr<Session>> Load(const ModelConfig& model) override;
+
+ private:
+  Runtime& runtime_;
+};
+
+}  // namespace mmserve

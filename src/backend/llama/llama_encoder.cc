@@ -1,0 +1,255 @@
+#include "backend/llama/llama_encoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+namespace mmserve {
+namespace {
+
+const Tensor* FindInput(const InferRequest& request, const std::string& name) {
+  for (const auto& t : request.inputs) {
+    if (t.name() == name) return &t;
+  }
+  return nullptr;
+}
+
+bool BoolParam(const InferRequest& request, const std::string& key, bool fallback) {
+  auto it = request.parameters.find(key);
+  if (it == request.parameters.end() || !std::holds_alternative<bool>(it->second)) return fallback;
+  return std::get<bool>(it->second);
+}
+
+void NormalizeL2(const float* in, float* out, int n) {
+  double sum = 0.0;  // accumulate in double, as llama.cpp's common_embd_normalize does
+  for (int i = 0; i < n; ++i) sum += in[i] * in[i];
+  sum = std::sqrt(sum);
+  const float norm = sum > 0.0 ? static_cast<float>(1.0 / sum) : 0.0f;
+  for (int i = 0; i < n; ++i) out[i] = in[i] * norm;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LlamaEncoder>> LlamaEncoder::Create(const llama_model* model,
+                                                          EncoderTask task,
+                                                          const LlamaOptions& options,
+                                                          LlamaStats& stats) {
+  llama_context_params params = llama_context_default_params();
+  const int n_batch = options.n_batch;
+  params.n_ctx = static_cast<uint32_t>(n_batch);
+  params.n_batch = static_cast<uint32_t>(n_batch);
+  params.n_ubatch = static_cast<uint32_t>(n_batch);  // encoders take a whole batch in one ubatch
+  params.n_seq_max = static_cast<uint32_t>(
+      std::min<size_t>(static_cast<size_t>(options.n_parallel), llama_max_parallel_sequences()));
+  const int threads = options.n_threads > 0
+                          ? options.n_threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  params.n_threads = threads;
+  params.n_threads_batch = threads;
+  params.embeddings = true;
+  params.no_perf = true;
+  if (task == EncoderTask::kRerank) {
+    params.pooling_type = LLAMA_POOLING_TYPE_RANK;
+  } else if (options.pooling == "mean") {
+    params.pooling_type = LLAMA_POOLING_TYPE_MEAN;
+  } else if (options.pooling == "cls") {
+    params.pooling_type = LLAMA_POOLING_TYPE_CLS;
+  } else if (options.pooling == "last") {
+    params.pooling_type = LLAMA_POOLING_TYPE_LAST;
+  }
+  LlamaContextPtr context(llama_init_from_model(const_cast<llama_model*>(model), params));
+  if (!context) return Internal("llama.cpp could not create a context (see its log)");
+  if (task == EncoderTask::kEmbed && llama_pooling_type(context.get()) == LLAMA_POOLING_TYPE_NONE) {
+    return InvalidArgument("task embed needs a pooled embedding, but the model declares no "
+                           "pooling type; set params.pooling to mean, cls or last");
+  }
+  return std::unique_ptr<LlamaEncoder>(
+      new LlamaEncoder(model, task, options, stats, std::move(context)));
+}
+
+LlamaEncoder::LlamaEncoder(const llama_model* model, EncoderTask task, LlamaOptions options,
+                           LlamaStats& stats, LlamaContextPtr context)
+    : model_(model),
+      vocab_(llama_model_get_vocab(model)),
+      task_(task),
+      options_(std::move(options)),
+      stats_(stats),
+      context_(std::move(context)) {
+  n_batch_ = static_cast<int>(llama_n_batch(context_.get()));
+  n_seq_max_ = static_cast<int>(llama_n_seq_max(context_.get()));
+  n_embd_ = llama_model_n_embd_out(model_);
+  row_width_ = task_ == EncoderTask::kEmbed ? n_embd_ : 1;
+  const int n_ctx_train = llama_model_n_ctx_train(model_);
+  max_tokens_ = std::min(n_batch_, n_ctx_train);
+  if (options_.n_ctx > 0) max_tokens_ = std::min(max_tokens_, options_.n_ctx);
+  batch_ = llama_batch_init(n_batch_, 0, 1);
+}
+
+LlamaEncoder::~LlamaEncoder() { llama_batch_free(batch_); }
+
+std::vector<llama_token> LlamaEncoder::Tokenize(std::string_view text, bool add_special) const {
+  // parse_special matches llama-embedding for embeddings and llama-server's rerank prompt.
+  const bool parse_special = task_ == EncoderTask::kEmbed;
+  std::vector<llama_token> tokens(text.size() + 4);
+  int n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
+                         static_cast<int32_t>(tokens.size()), add_special, parse_special);
+  if (n < 0) {
+    tokens.resize(static_cast<size_t>(-n));
+    n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
+                       static_cast<int32_t>(tokens.size()), add_special, parse_special);
+  }
+  tokens.resize(static_cast<size_t>(std::max(n, 0)));
+  return tokens;
+}
+
+Status LlamaEncoder::Fit(std::vector<llama_token>& tokens, bool truncate, const std::string& what,
+                         bool& was_truncated) const {
+  was_truncated = false;
+  if (static_cast<int>(tokens.size()) <= max_tokens_) return Status::Ok();
+  if (!truncate) {
+    return InvalidArgument(what + " has " + std::to_string(tokens.size()) +
+                           " tokens; this model accepts at most " + std::to_string(max_tokens_) +
+                           " per input (set the request parameter truncate: true to cut it)");
+  }
+  // Keep the closing special token (SEP/EOS) the tokenizer appended, as TEI does.
+  const llama_token last = tokens.back();
+  const bool closes = llama_vocab_get_add_eos(vocab_) || llama_vocab_get_add_sep(vocab_);
+  tokens.resize(static_cast<size_t>(max_tokens_));
+  if (closes) tokens.back() = last;
+  was_truncated = true;
+  return Status::Ok();
+}
+
+Status LlamaEncoder::Prepare(size_t item, const InferRequest& request, std::vector<Sequence>& out,
+                             std::vector<uint8_t>& truncated) const {
+  const bool truncate = BoolParam(request, "truncate", options_.truncate);
+  if (task_ == EncoderTask::kEmbed) {
+    const Tensor* text = FindInput(request, "TEXT");
+    if (!text) return InvalidArgument("missing input 'TEXT'");
+    const auto texts = text->BytesElements();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      Sequence s{item, i, Tokenize(texts[i], /*add_special=*/true)};
+      bool cut = false;
+      MMS_RETURN_IF_ERROR(Fit(s.tokens, truncate, "TEXT[" + std::to_string(i) + "]", cut));
+      truncated.push_back(cut ? 1 : 0);
+      out.push_back(std::move(s));
+    }
+    return Status::Ok();
+  }
+  // Rerank: one sequence per (query, document) pair, built as llama-server builds it:
+  // [BOS] query [EOS] [SEP] document [EOS], each special token as the vocabulary asks.
+  const Tensor* query = FindInput(request, "QUERY");
+  const Tensor* docs = FindInput(request, "DOCUMENTS");
+  if (!query || !docs) return InvalidArgument("rerank needs inputs 'QUERY' and 'DOCUMENTS'");
+  const auto q = query->BytesElements();
+  if (q.size() != 1) return InvalidArgument("QUERY: expected exactly one query");
+  const auto query_tokens = Tokenize(q[0], /*add_special=*/false);
+  llama_token eos = llama_vocab_eos(vocab_);
+  if (eos == LLAMA_TOKEN_NULL) eos = llama_vocab_sep(vocab_);
+  const auto documents = docs->BytesElements();
+  for (size_t i = 0; i < documents.size(); ++i) {
+    Sequence s{item, i, {}};
+    if (llama_vocab_get_add_bos(vocab_)) s.tokens.push_back(llama_vocab_bos(vocab_));
+    s.tokens.insert(s.tokens.end(), query_tokens.begin(), query_tokens.end());
+    if (llama_vocab_get_add_eos(vocab_)) s.tokens.push_back(eos);
+    if (llama_vocab_get_add_sep(vocab_)) s.tokens.push_back(llama_vocab_sep(vocab_));
+    const auto doc_tokens = Tokenize(documents[i], /*add_special=*/false);
+    s.tokens.insert(s.tokens.end(), doc_tokens.begin(), doc_tokens.end());
+    if (llama_vocab_get_add_eos(vocab_)) s.tokens.push_back(eos);
+    bool cut = false;
+    MMS_RETURN_IF_ERROR(Fit(s.tokens, truncate, "DOCUMENTS[" + std::to_string(i) + "]", cut));
+    truncated.push_back(cut ? 1 : 0);
+    out.push_back(std::move(s));
+  }
+  return Status::Ok();
+}
+
+Status LlamaEncoder::Decode(const std::vector<Sequence>& seqs, size_t begin, size_t end,
+                            std::vector<float>& rows) {
+  batch_.n_tokens = 0;
+  for (size_t s = begin; s < end; ++s) {
+    const auto& tokens = seqs[s].tokens;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const int n = batch_.n_tokens++;
+      batch_.token[n] = tokens[i];
+      batch_.pos[n] = static_cast<llama_pos>(i);
+      batch_.n_seq_id[n] = 1;
+      batch_.seq_id[n][0] = static_cast<llama_seq_id>(s - begin);
+      batch_.logits[n] = true;
+    }
+  }
+  llama_memory_clear(llama_get_memory(context_.get()), true);
+  if (int rc = llama_decode(context_.get(), batch_); rc != 0) {
+    return Internal("llama_decode failed with code " + std::to_string(rc));
+  }
+  stats_.decodes.fetch_add(1);
+  stats_.sequences.fetch_add(end - begin);
+  stats_.tokens.fetch_add(static_cast<uint64_t>(batch_.n_tokens));
+  for (size_t s = begin; s < end; ++s) {
+    const float* embd = llama_get_embeddings_seq(context_.get(), static_cast<llama_seq_id>(s - begin));
+    if (!embd) return Internal("llama.cpp returned no pooled output for a sequence");
+    float* out = rows.data() + s * static_cast<size_t>(row_width_);
+    if (task_ == EncoderTask::kRerank) {
+      out[0] = options_.sigmoid ? 1.0f / (1.0f + std::exp(-embd[0])) : embd[0];
+    } else if (options_.normalize) {
+      NormalizeL2(embd, out, n_embd_);
+    } else {
+      std::memcpy(out, embd, sizeof(float) * static_cast<size_t>(n_embd_));
+    }
+  }
+  return Status::Ok();
+}
+
+Status LlamaEncoder::Execute(BatchView batch) {
+  // Tokenize every text of every request; a request with a bad input fails alone.
+  std::vector<Sequence> seqs;
+  std::vector<uint8_t> truncated;
+  std::vector<size_t> first(batch.size() + 1, 0);  // first sequence of each item
+  std::vector<bool> failed(batch.size(), false);
+  for (size_t b = 0; b < batch.size(); ++b) {
+    const size_t seqs_before = seqs.size();
+    if (Status s = Prepare(b, *batch[b].request, seqs, truncated); !s.ok()) {
+      seqs.resize(seqs_before);
+      truncated.resize(seqs_before);
+      batch[b].result = s;
+      failed[b] = true;
+    }
+    first[b + 1] = seqs.size();
+  }
+  // Pack sequences into decodes up to the token budget and the sequence limit.
+  std::vector<float> rows(seqs.size() * static_cast<size_t>(row_width_));
+  for (size_t begin = 0; begin < seqs.size();) {
+    size_t end = begin;
+    int tokens = 0;
+    while (end < seqs.size() && static_cast<int>(end - begin) < n_seq_max_ &&
+           tokens + static_cast<int>(seqs[end].tokens.size()) <= n_batch_) {
+      tokens += static_cast<int>(seqs[end].tokens.size());
+      ++end;
+    }
+    MMS_RETURN_IF_ERROR(Decode(seqs, begin, end, rows));
+    begin = end;
+  }
+  // Split the rows back per request.
+  for (size_t b = 0; b < batch.size(); ++b) {
+    if (failed[b]) continue;
+    const size_t n = first[b + 1] - first[b];
+    const auto* row = reinterpret_cast<const char*>(rows.data() + first[b] * row_width_);
+    InferResponse response;
+    if (task_ == EncoderTask::kEmbed) {
+      response.outputs.emplace_back(
+          "EMBEDDING", DataType::kFp32, Shape{static_cast<int64_t>(n), n_embd_},
+          std::string(row, n * static_cast<size_t>(n_embd_) * sizeof(float)));
+    } else {
+      response.outputs.emplace_back("SCORES", DataType::kFp32, Shape{static_cast<int64_t>(n)},
+                                    std::string(row, n * sizeof(float)));
+    }
+    response.outputs.emplace_back(
+        "TRUNCATED", DataType::kBool, Shape{static_cast<int64_t>(n)},
+        std::string(reinterpret_cast<const char*>(truncated.data() + first[b]), n));
+    batch[b].result = std::move(response);
+  }
+  return Status::Ok();
+}
+
+}  // namespace mmserve

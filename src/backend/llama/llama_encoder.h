@@ -1,0 +1,81 @@
+// LlamaEncoder: the execution state of one worker for the embed and rerank tasks — its own
+// llama_context and batch, used only by that worker's thread.
+#pragma once
+
+#include <llama.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/llama/llama_options.h"
+
+namespace mmserve {
+
+struct LlamaModelDeleter {
+  void operator()(llama_model* m) const { llama_model_free(m); }
+};
+struct LlamaContextDeleter {
+  void operator()(llama_context* c) const { llama_free(c); }
+};
+using LlamaModelPtr = std::unique_ptr<llama_model, LlamaModelDeleter>;
+using LlamaContextPtr = std::unique_ptr<llama_context, LlamaContextDeleter>;
+
+// Decode counters shared by a session's instances, for stats and tests.
+struct LlamaStats {
+  std::atomic<uint64_t> decodes{0};
+  std::atomic<uint64_t> sequences{0};
+  std::atomic<uint64_t> tokens{0};
+};
+
+enum class EncoderTask { kEmbed, kRerank };
+
+class LlamaEncoder final : public Instance {
+ public:
+  // `model` and `stats` are not owned and outlive the encoder.
+  static Result<std::unique_ptr<LlamaEncoder>> Create(const llama_model* model, EncoderTask task,
+                                                      const LlamaOptions& options,
+                                                      LlamaStats& stats);
+  ~LlamaEncoder() override;
+
+  Status Execute(BatchView batch) override;
+
+  // The longest input (in tokens) one sequence may have.
+  int max_tokens() const { return max_tokens_; }
+
+ private:
+  struct Sequence {
+    size_t item;      // index in the batch
+    size_t index;     // index of the text within its request
+    std::vector<llama_token> tokens;
+  };
+
+  LlamaEncoder(const llama_model* model, EncoderTask task, LlamaOptions options,
+               LlamaStats& stats, LlamaContextPtr context);
+  std::vector<llama_token> Tokenize(std::string_view text, bool add_special) const;
+  // Tokenizes one request's texts into sequences; an error fails that request only.
+  Status Prepare(size_t item, const InferRequest& request, std::vector<Sequence>& out,
+                 std::vector<uint8_t>& truncated) const;
+  // Fits `tokens` into max_tokens(): truncates (keeping the final special token) when allowed.
+  Status Fit(std::vector<llama_token>& tokens, bool truncate, const std::string& what,
+             bool& was_truncated) const;
+  // Decodes sequences [begin, end) as one batch; writes one output row per sequence.
+  Status Decode(const std::vector<Sequence>& seqs, size_t begin, size_t end,
+                std::vector<float>& rows);
+
+  const llama_model* model_;
+  const llama_vocab* vocab_;
+  const EncoderTask task_;
+  const LlamaOptions options_;
+  LlamaStats& stats_;
+  LlamaContextPtr context_;
+  llama_batch batch_;
+  int n_embd_;
+  int row_width_;   // floats written per sequence: n_embd (embed) or 1 (rerank)
+  int max_tokens_;
+  int n_batch_;
+  int n_seq_max_;
+};
+
+}  // namespace mmserve

@@ -1,0 +1,25 @@
+// LlamaOptions: the llama backend's `params:`, read once at validation (errors collected) and
+// again at load.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/model_config.h"
+
+namespace mmserve {
+
+struct LlamaOptions {
+  int n_ctx = 0;
+  int n_parallel = 16;
+  int n_batch = 2048;
+  int n_threads = 0;
+  std::string pooling = "model";
+  bool normalize = true;
+  bool truncate = false;
+  bool sigmoid = false;
+};
+
+LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors);
+
+}  // namespace mmserve

@@ -1,0 +1,164 @@
+// The llama backend on the generated tiny GGUF models, through the real service and scheduler.
+#include "backend/llama/llama_backend.h"
+
+#include <cmath>
+#include <cstring>
+#include <future>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "backend/identity/identity_backend.h"
+#include "config/config_parser.h"
+#include "runtime/ggml_runtime.h"
+#include "runtime/host_runtime.h"
+#include "service/inference_service.h"
+#include "testing/models.h"
+#include "testing/test_util.h"
+
+namespace mmserve {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::GeneratedModel;
+
+std::string Texts(const std::vector<std::string>& texts) {
+  std::string data;
+  for (const auto& t : texts) Tensor::AppendBytesElement(data, t);
+  return data;
+}
+
+class LlamaBackendTest : public ::testing::Test {
+ protected:
+  LlamaBackendTest() {
+    backends_.Register(std::make_unique<IdentityBackend>(host_));
+    backends_.Register(std::make_unique<LlamaBackend>(ggml_));
+  }
+
+  std::unique_ptr<InferenceService> Start(const std::string& yaml) {
+    auto config = ParseConfig(yaml, dir_.Write("m.yaml", yaml).string(), backends_);
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    auto service = std::make_unique<InferenceService>(std::move(*config), backends_, guard_);
+    service->LoadStartupModels();
+    return service;
+  }
+
+  static std::future<Result<InferResponse>> Submit(InferenceService& s,
+                                                   std::unique_ptr<InferRequest> r) {
+    auto p = std::make_shared<std::promise<Result<InferResponse>>>();
+    auto f = p->get_future();
+    r->done = [p](Result<InferResponse> result) { p->set_value(std::move(result)); };
+    s.Submit(std::move(r));
+    return f;
+  }
+
+  static std::unique_ptr<InferRequest> Embed(const std::vector<std::string>& texts,
+                                             bool truncate = false) {
+    auto r = std::make_unique<InferRequest>();
+    r->model_name = "embedder";
+    r->inputs.emplace_back("TEXT", DataType::kBytes, Shape{static_cast<int64_t>(texts.size())},
+                           Texts(texts));
+    if (truncate) r->parameters["truncate"] = true;
+    return r;
+  }
+
+  static std::vector<float> Floats(const Tensor& t) {
+    std::vector<float> v(t.size_bytes() / 4);
+    std::memcpy(v.data(), t.data().data(), t.size_bytes());
+    return v;
+  }
+
+  HostRuntime host_;
+  GgmlRuntime ggml_;
+  BackendRegistry backends_;
+  RuntimeGuard guard_;
+  testing::TempDir dir_;
+};
+
+std::string EmbedderYaml(const std::string& extra = "") {
+  return "models:\n  - name: embedder\n    path: " + GeneratedModel("bert-tiny.gguf") +
+         "\n    task: embed\n    max_batch: 64\n" + extra;
+}
+
+TEST_F(LlamaBackendTest, EmbeddingsAreNormalizedVectorsOfTheModelWidth) {
+  auto service = Start(EmbedderYaml());
+  auto info = service->GetModel("embedder");
+  ASSERT_EQ(info->state, ModelState::kReady) << info->reason;
+  EXPECT_EQ(info->signature.outputs[0].shape, (Shape{-1, 64}));
+  auto result = Submit(*service, Embed({"hello world", "a second, longer text"})).get();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  const Tensor& e = result->outputs[0];
+  ASSERT_EQ(e.shape(), (Shape{2, 64}));
+  auto v = Floats(e);
+  for (int row = 0; row < 2; ++row) {
+    double norm = 0;
+    for (int i = 0; i < 64; ++i) norm += v[row * 64 + i] * v[row * 64 + i];
+    EXPECT_NEAR(norm, 1.0, 1e-5);
+  }
+  EXPECT_NE(v[0], v[64]) << "different texts, different vectors";
+  EXPECT_EQ(guard_.Describe(), "ggml(owned) ggml:0") << "llama's backend init went through the guard";
+}
+
+TEST_F(LlamaBackendTest, ConcurrentRequestsShareDecodes) {
+  auto service = Start(EmbedderYaml());
+  std::vector<std::future<Result<InferResponse>>> results;
+  for (int i = 0; i < 64; ++i) {
+    results.push_back(Submit(*service, Embed({"request number " + std::to_string(i)})));
+  }
+  for (auto& r : results) ASSERT_TRUE(r.get().ok());
+  auto counters = service->GetModel("embedder")->counters;
+  ASSERT_GT(counters["decodes"], 0);
+  EXPECT_EQ(counters["sequences"], 64);
+  EXPECT_GE(static_cast<double>(counters["sequences"]) / counters["decodes"], 4.0)
+      << counters["decodes"] << " decodes for 64 texts";
+}
+
+TEST_F(LlamaBackendTest, TooLongInputIsRejectedOrTruncatedOnRequest) {
+  auto service = Start(EmbedderYaml());
+  std::string long_text;
+  for (int i = 0; i < 700; ++i) long_text += "word ";
+  auto rejected = Submit(*service, Embed({"short", long_text})).get();
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_EQ(rejected.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(rejected.status().message()),
+              HasSubstr("TEXT[1] has 702 tokens; this model accepts at most 512 per input"));
+
+  auto truncated = Submit(*service, Embed({"short", long_text}, /*truncate=*/true)).get();
+  ASSERT_TRUE(truncated.ok()) << truncated.status().ToString();
+  EXPECT_EQ(truncated->outputs[1].name(), "TRUNCATED");
+  EXPECT_EQ(truncated->outputs[1].data(), std::string("\0\1", 2));
+}
+
+TEST_F(LlamaBackendTest, RerankScoresOneScorePerDocument) {
+  auto service = Start("models:\n  - name: reranker\n    path: " +
+                       GeneratedModel("rerank-tiny.gguf") + "\n    task: rerank\n");
+  auto r = std::make_unique<InferRequest>();
+  r->model_name = "reranker";
+  r->inputs.emplace_back("QUERY", DataType::kBytes, Shape{1}, Texts({"what is a cat"}));
+  r->inputs.emplace_back("DOCUMENTS", DataType::kBytes, Shape{3},
+                         Texts({"a cat is an animal", "stocks fell", "cats purr"}));
+  auto result = Submit(*service, std::move(r)).get();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->outputs[0].name(), "SCORES");
+  auto scores = Floats(result->outputs[0]);
+  ASSERT_EQ(scores.size(), 3u);
+  EXPECT_NE(scores[0], scores[1]);
+}
+
+TEST_F(LlamaBackendTest, BadModelsFailAloneWithClearErrors) {
+  const auto corrupt = dir_.Write("corrupt.gguf", std::string("GGUF\3\0\0\0garbage", 15));
+  const auto not_gguf = dir_.Write("weights.gguf", "this is not a model");
+  auto service = Start(EmbedderYaml(
+      "  - name: corrupt\n    path: " + corrupt.string() + "\n    task: embed\n" +
+      "  - name: not_gguf\n    path: " + not_gguf.string() + "\n    task: embed\n" +
+      "  - name: headless\n    path: " + GeneratedModel("bert-tiny.gguf") + "\n    task: rerank\n"));
+  EXPECT_THAT(service->GetModel("corrupt")->reason, HasSubstr("is a corrupt GGUF file"));
+  EXPECT_THAT(service->GetModel("not_gguf")->reason, HasSubstr("is not a GGUF file"));
+  EXPECT_THAT(service->GetModel("headless")->reason,
+              HasSubstr("task rerank needs a model with a classification head"));
+  EXPECT_EQ(service->GetModel("embedder")->state, ModelState::kReady);
+  EXPECT_TRUE(Submit(*service, Embed({"still serving"})).get().ok());
+}
+
+}  // namespace
+}  // namespace mmserve

@@ -1,0 +1,132 @@
+// mmserve's llama backend gives the same answers as llama.cpp's own programs built from the same
+// bundle: embeddings as llama-embedding prints them, rerank scores as llama-server --rerank
+// returns them.
+#include <cstdio>
+#include <filesystem>
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+#include <memory>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "testing/http_client.h"
+#include "testing/models.h"
+#include "testing/server_process.h"
+#include "testing/test_util.h"
+
+namespace mmserve {
+namespace {
+
+using nlohmann::json;
+using testing::GeneratedModel;
+using testing::HttpClient;
+using testing::LlamaTool;
+using testing::ServerProcess;
+
+const std::vector<std::string> kTexts = {"hello world", "The quick brown fox jumps over the lazy dog.",
+                                         "mmserve hosts many models", "a"};
+
+std::string RunStdout(const std::string& command) {
+  std::string out;
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
+  char buf[65536];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe.get())) out.append(buf, n);
+  return out;
+}
+
+class LlamaReferenceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* tool : {"llama-embedding", "llama-server"}) {
+      ASSERT_TRUE(std::filesystem::exists(LlamaTool(tool)))
+          << LlamaTool(tool) << " is missing: scripts/setup.sh --with-reference-tools builds it";
+    }
+    const std::string yaml = "models:\n  - name: embedder\n    path: " +
+                             GeneratedModel("bert-tiny.gguf") +
+                             "\n    task: embed\n  - name: reranker\n    path: " +
+                             GeneratedModel("rerank-tiny.gguf") + "\n    task: rerank\n";
+    server_ = std::make_unique<ServerProcess>(
+        std::vector<std::string>{"serve", dir_.Write("m.yaml", yaml).string(), "--port", "0",
+                                 "--lock-dir", (dir_.path() / "locks").string()},
+        dir_.path() / "mmserve.log");
+    ASSERT_TRUE(server_->Start()) << server_->Log();
+  }
+
+  json Infer(const std::string& model, const json& inputs) {
+    HttpClient client(server_->port());
+    auto res = client.Post("/v2/models/" + model + "/infer", json{{"inputs", inputs}}.dump());
+    EXPECT_EQ(res.status, 200) << res.body;
+    return json::parse(res.body);
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(LlamaReferenceTest, EmbeddingsEqualLlamaEmbeddingWithin1e4) {
+  std::string prompt;
+  for (const auto& t : kTexts) prompt += (prompt.empty() ? "" : "\n") + t;
+  const std::string out = RunStdout(LlamaTool("llama-embedding") + " -m " +
+                                    GeneratedModel("bert-tiny.gguf") + " -p '" + prompt +
+                                    "' --embd-output-format json --embd-normalize 2 2>/dev/null");
+  const auto start = out.find('{');
+  ASSERT_NE(start, std::string::npos) << out;
+  const json reference = json::parse(out.substr(start));
+  ASSERT_EQ(reference["data"].size(), kTexts.size());
+
+  const json ours = Infer("embedder", {{{"name", "TEXT"}, {"datatype", "BYTES"},
+                                        {"shape", {kTexts.size()}}, {"data", kTexts}}});
+  const auto& data = ours["outputs"][0]["data"];
+  const size_t width = ours["outputs"][0]["shape"][1];
+  ASSERT_EQ(width, reference["data"][0]["embedding"].size());
+  for (size_t t = 0; t < kTexts.size(); ++t) {
+    for (size_t i = 0; i < width; ++i) {
+      ASSERT_NEAR(data[t * width + i].get<double>(),
+                  reference["data"][t]["embedding"][i].get<double>(), 1e-4)
+          << "text " << t << " element " << i;
+    }
+  }
+}
+
+TEST_F(LlamaReferenceTest, RerankScoresEqualLlamaServerWithin1e4) {
+  boost::asio::io_context ioc;
+  const int port = [&] {
+    boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    return static_cast<int>(a.local_endpoint().port());
+  }();
+  ServerProcess peer({"-m", GeneratedModel("rerank-tiny.gguf"), "--rerank", "--host",
+                      "127.0.0.1", "--port", std::to_string(port), "-np", "4"},
+                     dir_.path() / "llama-server.log", LlamaTool("llama-server"));
+  ASSERT_TRUE(peer.Start(std::chrono::seconds(60))) << peer.Log();
+  HttpClient peer_client(port);
+  for (int i = 0; i < 200 && peer_client.Get("/health").status != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string query = "what do cats eat";
+  const std::vector<std::string> docs = {"cats eat fish", "the economy grew", "kittens drink milk",
+                                         "GPUs are fast"};
+  auto res = peer_client.Post("/v1/rerank", json{{"query", query}, {"documents", docs}}.dump());
+  ASSERT_EQ(res.status, 200) << res.body;
+  const json reference = json::parse(res.body);
+  std::vector<double> expected(docs.size());
+  for (const auto& r : reference["results"]) {
+    expected[r["index"].get<size_t>()] = r["relevance_score"].get<double>();
+  }
+
+  const json ours = Infer("reranker", {{{"name", "QUERY"}, {"datatype", "BYTES"}, {"shape", {1}},
+                                        {"data", {query}}},
+                                       {{"name", "DOCUMENTS"}, {"datatype", "BYTES"},
+                                        {"shape", {docs.size()}}, {"data", docs}}});
+  const auto& scores = ours["outputs"][0]["data"];
+  ASSERT_EQ(scores.size(), docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) {
+    EXPECT_NEAR(scores[i].get<double>(), expected[i], 1e-4) << "document " << i;
+  }
+}
+
+}  // namespace
+}  // namespace mmserve

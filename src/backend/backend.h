@@ -56,6 +56,24 @@ class Instance {
   virtual Status Execute(BatchView batch) = 0;
 };
 
+// The instance of a kContinuous session: it owns an iteration loop over sequences in slots.
+// The worker admits requests into free slots between steps; each Step() runs one decode over
+// every active sequence and completes (or streams) requests as they finish. Called only from
+// the instance's own worker thread.
+class ContinuousInstance : public Instance {
+ public:
+  Status Execute(BatchView) final {
+    return Internal("a continuous instance does not execute batches");
+  }
+  virtual int free_slots() const = 0;
+  // Takes ownership; the request is completed through its `done` when it finishes or fails.
+  virtual void Admit(std::unique_ptr<InferRequest> request) = 0;
+  virtual bool idle() const = 0;
+  virtual void Step() = 0;
+  // Completes every active request with `status` (shutdown).
+  virtual void CancelAll(const Status& status) = 0;
+};
+
 class Session {
  public:
   virtual ~Session() = default;

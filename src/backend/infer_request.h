@@ -39,6 +39,9 @@ struct InferRequest {
   Clock::time_point arrival = Clock::now();
   // Called exactly once with the outcome, on whichever thread finishes the request.
   InferCallback done;
+  // Streaming backends call this with each partial output (e.g. a token's text) before `done`;
+  // it returns false when the client has gone away, which cancels the request. Optional.
+  std::function<bool(const InferResponse&)> on_partial;
 };
 
 // One request of a batch and the slot for its outcome. Backends fill `result` per request, so a

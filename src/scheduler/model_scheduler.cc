@@ -98,11 +98,11 @@ void ModelScheduler::Complete(std::unique_ptr<InferRequest> request,
   if (request && request->done) request->done(std::move(result));
 }
 
-std::vector<std::unique_ptr<InferRequest>> ModelScheduler::TakeBatch(
-    std::unique_lock<std::mutex>& lock) {
+std::vector<std::unique_ptr<InferRequest>> ModelScheduler::TakeRequests(
+    std::unique_lock<std::mutex>& lock, size_t n) {
   std::vector<std::unique_ptr<InferRequest>> batch, expired;
   const auto now = Clock::now();
-  while (!queue_.empty() && static_cast<int>(batch.size()) < options_.max_batch) {
+  while (!queue_.empty() && batch.size() < n) {
     auto r = std::move(queue_.front());
     queue_.pop_front();
     (r->deadline <= now ? expired : batch).push_back(std::move(r));
@@ -135,12 +135,15 @@ void ModelScheduler::WorkerLoop(std::stop_token stop, int index) {
   }
   cv_.notify_all();
   if (!instance.ok()) return;
+  if (session_.style() == ExecutionStyle::kContinuous) {
+    return ContinuousLoop(stop, static_cast<ContinuousInstance&>(**instance));
+  }
 
   std::unique_lock lock(mu_);
   while (true) {
     cv_.wait(lock, stop, [&] { return !queue_.empty(); });
     if (stop.stop_requested()) return;
-    auto requests = TakeBatch(lock);
+    auto requests = TakeRequests(lock, static_cast<size_t>(options_.max_batch));
     if (requests.empty()) continue;
     executing_ += static_cast<int64_t>(requests.size());
     lock.unlock();
@@ -157,6 +160,32 @@ void ModelScheduler::WorkerLoop(std::stop_token stop, int index) {
     lock.lock();
     executing_ -= static_cast<int64_t>(items.size());
   }
+}
+
+void ModelScheduler::ContinuousLoop(std::stop_token stop, ContinuousInstance& instance) {
+  while (true) {
+    std::vector<std::unique_ptr<InferRequest>> admitted;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, stop, [&] {
+        return !instance.idle() || (!queue_.empty() && instance.free_slots() > 0);
+      });
+      if (stop.stop_requested()) break;
+      admitted = TakeRequests(lock, static_cast<size_t>(std::max(0, instance.free_slots())));
+      executing_ += static_cast<int64_t>(admitted.size());
+    }
+    for (auto& r : admitted) {
+      // Count the request as executing until the instance completes it.
+      r->done = [this, done = std::move(r->done)](Result<InferResponse> result) {
+        done(std::move(result));
+        std::lock_guard lock(mu_);
+        --executing_;
+      };
+      instance.Admit(std::move(r));
+    }
+    if (!instance.idle()) instance.Step();
+  }
+  instance.CancelAll(Unavailable("model '" + options_.model + "' was unloaded"));
 }
 
 }  // namespace mmserve

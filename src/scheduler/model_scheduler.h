@@ -52,7 +52,11 @@ class ModelScheduler {
  private:
   ModelScheduler(Options options, Session& session);
   void WorkerLoop(std::stop_token stop, int index);
-  std::vector<std::unique_ptr<InferRequest>> TakeBatch(std::unique_lock<std::mutex>& lock);
+  // The loop of a kContinuous session's worker: admit into free slots, step, repeat.
+  void ContinuousLoop(std::stop_token stop, ContinuousInstance& instance);
+  // Removes expired requests from the queue front and returns up to `n` live ones.
+  std::vector<std::unique_ptr<InferRequest>> TakeRequests(std::unique_lock<std::mutex>& lock,
+                                                          size_t n);
   static void Complete(std::unique_ptr<InferRequest> request, Result<InferResponse> result);
 
   const Options options_;

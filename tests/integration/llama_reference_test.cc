@@ -41,11 +41,14 @@ std::string RunStdout(const std::string& command) {
 class LlamaReferenceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* tool : {"llama-embedding", "llama-server"}) {
+    for (const char* tool : {"llama-embedding", "llama-server", "llama-simple"}) {
       ASSERT_TRUE(std::filesystem::exists(LlamaTool(tool)))
           << LlamaTool(tool) << " is missing: scripts/setup.sh --with-reference-tools builds it";
     }
-    const std::string yaml = "models:\n  - name: embedder\n    path: " +
+    const std::string yaml = "models:\n  - name: llm\n    path: " +
+                             GeneratedModel("llama-tiny.gguf") +
+                             "\n    task: generate\n    params: {n_ctx: 512}\n"
+                             "  - name: embedder\n    path: " +
                              GeneratedModel("bert-tiny.gguf") +
                              "\n    task: embed\n  - name: reranker\n    path: " +
                              GeneratedModel("rerank-tiny.gguf") + "\n    task: rerank\n";
@@ -56,9 +59,11 @@ class LlamaReferenceTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start()) << server_->Log();
   }
 
-  json Infer(const std::string& model, const json& inputs) {
+  json Infer(const std::string& model, const json& inputs, const json& parameters = {}) {
     HttpClient client(server_->port());
-    auto res = client.Post("/v2/models/" + model + "/infer", json{{"inputs", inputs}}.dump());
+    json body = {{"inputs", inputs}};
+    if (!parameters.empty()) body["parameters"] = parameters;
+    auto res = client.Post("/v2/models/" + model + "/infer", body.dump());
     EXPECT_EQ(res.status, 200) << res.body;
     return json::parse(res.body);
   }
@@ -125,6 +130,30 @@ TEST_F(LlamaReferenceTest, RerankScoresEqualLlamaServerWithin1e4) {
   ASSERT_EQ(scores.size(), docs.size());
   for (size_t i = 0; i < docs.size(); ++i) {
     EXPECT_NEAR(scores[i].get<double>(), expected[i], 1e-4) << "document " << i;
+  }
+}
+
+TEST_F(LlamaReferenceTest, GreedyGenerationEqualsLlamaSimpleTokenForToken) {
+  for (const std::string prompt : {"Once upon a time", "The capital of France is"}) {
+    // llama-simple prints the prompt's pieces, then each greedily generated piece, then "\n".
+    const std::string reference = RunStdout(LlamaTool("llama-simple") + " -m " +
+                                            GeneratedModel("llama-tiny.gguf") + " -n 20 '" +
+                                            prompt + "' 2>/dev/null");
+    // Binary output: a token piece may end inside a UTF-8 character, which JSON cannot carry.
+    HttpClient client(server_->port());
+    const json body = {{"inputs", {{{"name", "PROMPT"}, {"datatype", "BYTES"}, {"shape", {1}},
+                                    {"data", {prompt}}}}},
+                       {"parameters", {{"max_tokens", 20}, {"binary_data_output", true}}}};
+    auto res = client.Post("/v2/models/llm/infer", body.dump());
+    ASSERT_EQ(res.status, 200) << res.body;
+    const size_t header = std::stoul(res.headers["inference-header-content-length"]);
+    const json ours = json::parse(res.body.substr(0, header));
+    const std::string text = res.body.substr(header + 4);  // one BYTES element: 4-byte length
+    ASSERT_FALSE(text.empty());
+    EXPECT_EQ(ours["parameters"]["completion_tokens"], 20);
+    ASSERT_GE(reference.size(), text.size() + 1);
+    EXPECT_EQ(reference.substr(reference.size() - text.size() - 1), text + "\n")
+        << "llama-simple printed: " << reference;
   }
 }
 

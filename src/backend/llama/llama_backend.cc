@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "backend/llama/llama_encoder.h"
+#include "backend/llama/llama_generator.h"
 #include "common/logging.h"
 
 namespace mmserve {
@@ -47,9 +48,10 @@ Result<GgufSummary> ReadGguf(const std::string& path) {
 
 class LlamaSession final : public Session {
  public:
-  LlamaSession(LlamaModelPtr model, EncoderTask task, LlamaOptions options,
+  LlamaSession(LlamaModelPtr model, bool generate, EncoderTask task, LlamaOptions options,
                ModelSignature signature)
       : model_(std::move(model)),
+        generate_(generate),
         task_(task),
         options_(std::move(options)),
         signature_(std::move(signature)) {}
@@ -58,7 +60,14 @@ class LlamaSession final : public Session {
   int64_t resident_bytes() const override {
     return static_cast<int64_t>(llama_model_size(model_.get()));
   }
+  ExecutionStyle style() const override {
+    return generate_ ? ExecutionStyle::kContinuous : ExecutionStyle::kBatch;
+  }
   Result<std::unique_ptr<Instance>> CreateInstance(int) override {
+    if (generate_) {
+      MMS_ASSIGN_OR_RETURN(auto generator, LlamaGenerator::Create(model_.get(), options_, stats_));
+      return std::unique_ptr<Instance>(std::move(generator));
+    }
     MMS_ASSIGN_OR_RETURN(auto encoder, LlamaEncoder::Create(model_.get(), task_, options_, stats_));
     return std::unique_ptr<Instance>(std::move(encoder));
   }
@@ -70,6 +79,7 @@ class LlamaSession final : public Session {
 
  private:
   LlamaModelPtr model_;
+  const bool generate_;
   const EncoderTask task_;
   const LlamaOptions options_;
   const ModelSignature signature_;
@@ -82,7 +92,7 @@ LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors) {
   ParamReader r(model.params, errors);
   LlamaOptions o;
   o.n_ctx = static_cast<int>(r.Int("n_ctx", o.n_ctx, 0, 1 << 20));
-  o.n_parallel = static_cast<int>(r.Int("n_parallel", o.n_parallel, 1, 256));
+  o.n_parallel = static_cast<int>(r.Int("n_parallel", o.n_parallel, 0, 256));
   o.n_batch = static_cast<int>(r.Int("n_batch", o.n_batch, 1, 1 << 20));
   o.n_threads = static_cast<int>(r.Int("n_threads", o.n_threads, 0, 1024));
   o.pooling = r.String("pooling", o.pooling, {"model", "mean", "cls", "last", "rank"});
@@ -115,9 +125,8 @@ Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
   LlamaOptions options = ReadLlamaOptions(model, errors);
   MMS_RETURN_IF_ERROR(errors.ToStatus());
   MMS_ASSIGN_OR_RETURN(GgufSummary gguf, ReadGguf(model.path.string()));
-  if (model.task == "generate") {
-    return Unimplemented("task generate is not served by this version of the llama backend");
-  }
+  const bool generate = model.task == "generate";
+  if (options.n_parallel == 0) options.n_parallel = generate ? 4 : 16;
   const EncoderTask task = model.task == "rerank" ? EncoderTask::kRerank : EncoderTask::kEmbed;
   if (task == EncoderTask::kRerank && !gguf.has_classifier) {
     return InvalidArgument("task rerank needs a model with a classification head "
@@ -132,7 +141,17 @@ Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
   }
   ModelSignature signature{.platform = "llama_gguf"};
   const int64_t n_embd = llama_model_n_embd_out(loaded.get());
-  if (task == EncoderTask::kEmbed) {
+  if (generate) {
+    if (!llama_model_has_decoder(loaded.get()) || gguf.has_classifier ||
+        gguf.architecture == "bert") {
+      return InvalidArgument("task generate needs a decoder language model; '" +
+                             model.path.string() + "' (architecture '" + gguf.architecture +
+                             "') is an encoder" +
+                             (gguf.has_classifier ? " with a classification head" : ""));
+    }
+    signature.inputs = {{"PROMPT", DataType::kBytes, {1}}};
+    signature.outputs = {{"TEXT", DataType::kBytes, {1}}};
+  } else if (task == EncoderTask::kEmbed) {
     signature.inputs = {{"TEXT", DataType::kBytes, {-1}}};
     signature.outputs = {{"EMBEDDING", DataType::kFp32, {-1, n_embd}},
                          {"TRUNCATED", DataType::kBool, {-1}}};
@@ -141,7 +160,8 @@ Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
     signature.outputs = {{"SCORES", DataType::kFp32, {-1}}, {"TRUNCATED", DataType::kBool, {-1}}};
   }
   return std::unique_ptr<Session>(
-      std::make_unique<LlamaSession>(std::move(loaded), task, options, std::move(signature)));
+      std::make_unique<LlamaSession>(std::move(loaded), generate, task, options,
+                                     std::move(signature)));
 }
 
 }  // namespace mmserve

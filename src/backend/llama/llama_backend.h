@@ -1,13 +1,13 @@
 // The llama backend: GGUF models through llama.h, for three tasks —
 //   embed     TEXT (BYTES [-1]) → EMBEDDING (FP32 [-1, n_embd]), TRUNCATED (BOOL [-1])
 //   rerank    QUERY (BYTES [1]), DOCUMENTS (BYTES [-1]) → SCORES (FP32 [-1])
-//   generate  (TODO(#3): continuous batching; not served by this version)
+//   generate  PROMPT (BYTES [1]) → TEXT (BYTES [1]), continuous batching (llama_generator.h)
 // Texts from every request of a batch are packed into as few llama_decode calls as the token
 // budget (n_batch) and the sequence limit (n_parallel) allow, one sequence per text, as TEI does.
 //
 //   params:
 //     n_ctx: 0          # tokens of context per sequence; 0 = the model's training context
-//     n_parallel: 16    # sequences per decode
+//     n_parallel: 0     # sequences per decode (embed/rerank, 0 = 16) or slots (generate, 0 = 4)
 //     n_batch: 2048     # tokens per decode (the token budget); n_ubatch follows it for encoders
 //     n_threads: 0      # 0 = every core
 //     pooling: model    # model | mean | cls | last | rank

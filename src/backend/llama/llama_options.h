@@ -11,7 +11,7 @@ namespace mmserve {
 
 struct LlamaOptions {
   int n_ctx = 0;
-  int n_parallel = 16;
+  int n_parallel = 0;  // 0: 16 sequences per decode for embed/rerank, 4 slots for generate
   int n_batch = 2048;
   int n_threads = 0;
   std::string pooling = "model";

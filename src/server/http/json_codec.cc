@@ -368,6 +368,13 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const Respons
               {"model_version", std::to_string(ctx.model_version)},
               {"outputs", json::array()}};
   if (!ctx.id.empty()) doc["id"] = ctx.id;
+  if (!response.parameters.empty()) {
+    json params = json::object();
+    for (const auto& [key, value] : response.parameters) {
+      std::visit([&](const auto& v) { params[key] = v; }, value);
+    }
+    doc["parameters"] = std::move(params);
+  }
   std::string binary;
   for (const auto& t : response.outputs) {
     json o = {{"name", t.name()},

@@ -151,13 +151,78 @@ TEST_F(LlamaBackendTest, BadModelsFailAloneWithClearErrors) {
   auto service = Start(EmbedderYaml(
       "  - name: corrupt\n    path: " + corrupt.string() + "\n    task: embed\n" +
       "  - name: not_gguf\n    path: " + not_gguf.string() + "\n    task: embed\n" +
-      "  - name: headless\n    path: " + GeneratedModel("bert-tiny.gguf") + "\n    task: rerank\n"));
+      "  - name: headless\n    path: " + GeneratedModel("bert-tiny.gguf") + "\n    task: rerank\n" +
+      "  - name: chatty_reranker\n    path: " + GeneratedModel("rerank-tiny.gguf") +
+      "\n    task: generate\n"));
   EXPECT_THAT(service->GetModel("corrupt")->reason, HasSubstr("is a corrupt GGUF file"));
   EXPECT_THAT(service->GetModel("not_gguf")->reason, HasSubstr("is not a GGUF file"));
   EXPECT_THAT(service->GetModel("headless")->reason,
               HasSubstr("task rerank needs a model with a classification head"));
+  EXPECT_THAT(service->GetModel("chatty_reranker")->reason,
+              HasSubstr("task generate needs a decoder language model"));
   EXPECT_EQ(service->GetModel("embedder")->state, ModelState::kReady);
   EXPECT_TRUE(Submit(*service, Embed({"still serving"})).get().ok());
+}
+
+std::unique_ptr<InferRequest> Generate(const std::string& prompt, int max_tokens) {
+  auto r = std::make_unique<InferRequest>();
+  r->model_name = "llm";
+  r->inputs.emplace_back("PROMPT", DataType::kBytes, Shape{1}, Texts({prompt}));
+  r->parameters["max_tokens"] = int64_t{max_tokens};
+  return r;
+}
+
+std::string LlmYaml(int slots) {
+  return "models:\n  - name: llm\n    path: " + GeneratedModel("llama-tiny.gguf") +
+         "\n    task: generate\n    params: {n_ctx: 256, n_parallel: " + std::to_string(slots) +
+         ", n_batch: 64}\n";
+}
+
+TEST_F(LlamaBackendTest, ConcurrentGreedyGenerationsEqualTheirSoloRunsAndShareDecodes) {
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 8; ++i) {
+    prompts.push_back("Story number " + std::to_string(i) + std::string(i * 7, '!'));
+  }
+  std::vector<std::string> alone;
+  {
+    auto service = Start(LlmYaml(1));
+    for (const auto& p : prompts) {
+      auto r = Submit(*service, Generate(p, 24)).get();
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      alone.push_back(std::string(r->outputs[0].BytesElements()[0]));
+    }
+  }
+  auto service = Start(LlmYaml(8));
+  std::vector<std::future<Result<InferResponse>>> together;
+  for (const auto& p : prompts) together.push_back(Submit(*service, Generate(p, 24)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto r = together[i].get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->outputs[0].BytesElements()[0], alone[i]) << "prompt " << i;
+    EXPECT_FALSE(alone[i].empty());
+  }
+  auto counters = service->GetModel("llm")->counters;
+  EXPECT_GT(static_cast<double>(counters["sequences"]) / counters["decodes"], 1.0)
+      << counters["sequences"] << " sampled sequences in " << counters["decodes"] << " decodes";
+}
+
+TEST_F(LlamaBackendTest, GenerationHonoursStopAndMaxTokens) {
+  auto service = Start(LlmYaml(2));
+  auto full = Submit(*service, Generate("Once upon a time", 12)).get();
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(std::get<int64_t>(full->parameters["completion_tokens"]), 12);
+  EXPECT_EQ(std::get<std::string>(full->parameters["finish_reason"]), "length");
+  const std::string text(full->outputs[0].BytesElements()[0]);
+  ASSERT_GT(text.size(), 4u);
+  auto stopped = Generate("Once upon a time", 12);
+  stopped->parameters["stop"] = text.substr(3, 2);
+  auto r = Submit(*service, std::move(stopped)).get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(std::get<std::string>(r->parameters["finish_reason"]), "stop");
+  EXPECT_EQ(std::string(r->outputs[0].BytesElements()[0]), text.substr(0, text.find(text.substr(3, 2))));
+  auto bad = Generate("x", 0);
+  EXPECT_THAT(std::string(Submit(*service, std::move(bad)).get().status().message()),
+              HasSubstr("max_tokens: expected at least 1"));
 }
 
 }  // namespace

@@ -1,0 +1,273 @@
+#include "backend/llama/llama_generator.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace mmserve {
+namespace {
+
+template <typename T>
+T Param(const InferRequest& r, const std::string& key, T fallback) {
+  auto it = r.parameters.find(key);
+  if (it == r.parameters.end()) return fallback;
+  if (const auto* i = std::get_if<int64_t>(&it->second)) return static_cast<T>(*i);
+  if (const auto* d = std::get_if<double>(&it->second)) return static_cast<T>(*d);
+  return fallback;
+}
+
+std::string StringParam(const InferRequest& r, const std::string& key) {
+  auto it = r.parameters.find(key);
+  if (it == r.parameters.end()) return {};
+  const auto* s = std::get_if<std::string>(&it->second);
+  return s ? *s : std::string();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LlamaGenerator>> LlamaGenerator::Create(const llama_model* model,
+                                                              const LlamaOptions& options,
+                                                              LlamaStats& stats) {
+  llama_context_params params = llama_context_default_params();
+  const int n_seq = options.n_parallel;
+  const int n_ctx_seq = options.n_ctx > 0 ? options.n_ctx : 2048;
+  params.n_ctx = static_cast<uint32_t>(n_ctx_seq * n_seq);
+  params.n_seq_max = static_cast<uint32_t>(n_seq);
+  params.kv_unified = false;  // one KV stream per sequence: results do not depend on neighbours
+  params.n_batch = static_cast<uint32_t>(std::min(options.n_batch, n_ctx_seq * n_seq));
+  params.n_ubatch = params.n_batch;
+  const int threads = options.n_threads > 0
+                          ? options.n_threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  params.n_threads = threads;
+  params.n_threads_batch = threads;
+  params.no_perf = true;
+  LlamaContextPtr context(llama_init_from_model(const_cast<llama_model*>(model), params));
+  if (!context) return Internal("llama.cpp could not create a context (see its log)");
+  return std::unique_ptr<LlamaGenerator>(
+      new LlamaGenerator(model, options, stats, std::move(context)));
+}
+
+LlamaGenerator::LlamaGenerator(const llama_model* model, LlamaOptions options, LlamaStats& stats,
+                               LlamaContextPtr context)
+    : model_(model),
+      vocab_(llama_model_get_vocab(model)),
+      options_(std::move(options)),
+      stats_(stats),
+      context_(std::move(context)),
+      slots_(static_cast<size_t>(llama_n_seq_max(context_.get()))) {
+  n_batch_ = static_cast<int>(llama_n_batch(context_.get()));
+  n_ctx_seq_ = static_cast<int>(llama_n_ctx_seq(context_.get()));
+  batch_ = llama_batch_init(n_batch_, 0, 1);
+}
+
+LlamaGenerator::~LlamaGenerator() {
+  CancelAll(Unavailable("the model was unloaded"));
+  llama_batch_free(batch_);
+}
+
+int LlamaGenerator::free_slots() const { return static_cast<int>(slots_.size()) - active_; }
+
+std::string LlamaGenerator::Piece(llama_token token) const {
+  char buf[256];
+  const int n = llama_token_to_piece(vocab_, token, buf, sizeof(buf), 0, /*special=*/true);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+Status LlamaGenerator::Prepare(Slot& slot) {
+  const InferRequest& r = *slot.request;
+  const Tensor* prompt = nullptr;
+  for (const auto& t : r.inputs) {
+    if (t.name() == "PROMPT") prompt = &t;
+  }
+  if (!prompt) return InvalidArgument("missing input 'PROMPT'");
+  const auto texts = prompt->BytesElements();
+  if (texts.size() != 1) return InvalidArgument("PROMPT: expected exactly one prompt");
+  const std::string_view text = texts[0];
+  std::vector<llama_token> tokens(text.size() + 8);
+  int n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
+                         static_cast<int32_t>(tokens.size()), /*add_special=*/true,
+                         /*parse_special=*/true);
+  if (n < 0) {
+    tokens.resize(static_cast<size_t>(-n));
+    n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
+                       static_cast<int32_t>(tokens.size()), true, true);
+  }
+  tokens.resize(static_cast<size_t>(std::max(n, 0)));
+  if (tokens.empty()) return InvalidArgument("PROMPT: the prompt has no tokens");
+  slot.max_tokens = Param<int>(r, "max_tokens", 128);
+  if (slot.max_tokens < 1) return InvalidArgument("parameter max_tokens: expected at least 1");
+  if (static_cast<int>(tokens.size()) + 1 > n_ctx_seq_) {
+    return InvalidArgument("PROMPT has " + std::to_string(tokens.size()) +
+                           " tokens; this model's context holds " + std::to_string(n_ctx_seq_) +
+                           " per sequence (params.n_ctx)");
+  }
+  const float temperature = Param<float>(r, "temperature", 0.0f);
+  if (temperature < 0) return InvalidArgument("parameter temperature: expected >= 0");
+  auto chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+  const float repeat_penalty = Param<float>(r, "repeat_penalty", 1.0f);
+  if (repeat_penalty != 1.0f) {
+    if (repeat_penalty <= 0) {
+      llama_sampler_free(chain);
+      return InvalidArgument("parameter repeat_penalty: expected > 0");
+    }
+    llama_sampler_chain_add(chain, llama_sampler_init_penalties(llama_vocab_n_tokens(vocab_), 64,
+                                                                repeat_penalty, 0.0f, 0.0f));
+  }
+  if (temperature == 0.0f) {
+    llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+  } else {
+    const int top_k = Param<int>(r, "top_k", 40);
+    if (top_k > 0) llama_sampler_chain_add(chain, llama_sampler_init_top_k(top_k));
+    llama_sampler_chain_add(chain, llama_sampler_init_top_p(Param<float>(r, "top_p", 1.0f), 1));
+    llama_sampler_chain_add(chain, llama_sampler_init_min_p(Param<float>(r, "min_p", 0.0f), 1));
+    llama_sampler_chain_add(chain, llama_sampler_init_temp(temperature));
+    llama_sampler_chain_add(chain,
+                            llama_sampler_init_dist(Param<uint32_t>(r, "seed", LLAMA_DEFAULT_SEED)));
+  }
+  slot.sampler.reset(chain);
+  slot.stop = StringParam(r, "stop");
+  slot.prompt = std::move(tokens);
+  return Status::Ok();
+}
+
+void LlamaGenerator::Admit(std::unique_ptr<InferRequest> request) {
+  auto it = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.request; });
+  if (it == slots_.end()) {
+    request->done(ResourceExhausted("no free generation slot"));
+    return;
+  }
+  Slot& slot = *it;
+  slot = Slot{};
+  slot.request = std::move(request);
+  if (Status s = Prepare(slot); !s.ok()) {
+    auto r = std::move(slot.request);
+    slot = Slot{};
+    r->done(s);
+    return;
+  }
+  ++active_;
+}
+
+void LlamaGenerator::Finish(int seq, Result<InferResponse> result) {
+  Slot& slot = slots_[static_cast<size_t>(seq)];
+  llama_memory_seq_rm(llama_get_memory(context_.get()), seq, -1, -1);
+  auto request = std::move(slot.request);
+  slot = Slot{};
+  --active_;
+  request->done(std::move(result));
+}
+
+void LlamaGenerator::FinishOk(int seq, const std::string& reason) {
+  Slot& slot = slots_[static_cast<size_t>(seq)];
+  InferResponse response;
+  std::string data;
+  Tensor::AppendBytesElement(data, slot.text);
+  response.outputs.emplace_back("TEXT", DataType::kBytes, Shape{1}, std::move(data));
+  response.parameters["prompt_tokens"] = static_cast<int64_t>(slot.prompt.size());
+  response.parameters["completion_tokens"] = static_cast<int64_t>(slot.generated.size());
+  response.parameters["finish_reason"] = reason;
+  Finish(seq, std::move(response));
+}
+
+bool LlamaGenerator::Sample(int seq) {
+  Slot& slot = slots_[static_cast<size_t>(seq)];
+  const llama_token token = llama_sampler_sample(slot.sampler.get(), context_.get(), slot.logits_index);
+  slot.logits_index = -1;
+  if (llama_vocab_is_eog(vocab_, token)) {
+    FinishOk(seq, "stop");
+    return false;
+  }
+  slot.generated.push_back(token);
+  std::string piece = Piece(token);
+  slot.text += piece;
+  if (!slot.stop.empty()) {
+    if (auto at = slot.text.find(slot.stop); at != std::string::npos) {
+      slot.text.resize(at);
+      FinishOk(seq, "stop");
+      return false;
+    }
+  }
+  if (slot.request->on_partial) {
+    InferResponse partial;
+    std::string data;
+    Tensor::AppendBytesElement(data, piece);
+    partial.outputs.emplace_back("TEXT", DataType::kBytes, Shape{1}, std::move(data));
+    if (!slot.request->on_partial(partial)) {
+      Finish(seq, Cancelled("the client went away"));
+      return false;
+    }
+  }
+  const bool context_full =
+      static_cast<int>(slot.prompt.size() + slot.generated.size()) >= n_ctx_seq_;
+  if (static_cast<int>(slot.generated.size()) >= slot.max_tokens || context_full) {
+    FinishOk(seq, "length");
+    return false;
+  }
+  return true;
+}
+
+void LlamaGenerator::Step() {
+  batch_.n_tokens = 0;
+  auto add = [&](llama_token token, size_t pos, int seq, bool logits) {
+    const int n = batch_.n_tokens++;
+    batch_.token[n] = token;
+    batch_.pos[n] = static_cast<llama_pos>(pos);
+    batch_.n_seq_id[n] = 1;
+    batch_.seq_id[n][0] = seq;
+    batch_.logits[n] = logits;
+    return n;
+  };
+  const auto now = Clock::now();
+  // First the next token of every generating sequence: running streams never wait on prompts.
+  for (int seq = 0; seq < static_cast<int>(slots_.size()); ++seq) {
+    Slot& s = slots_[static_cast<size_t>(seq)];
+    if (!s.request) continue;
+    if (s.request->deadline <= now) {
+      Finish(seq, DeadlineExceeded("generation passed its deadline after " +
+                                   std::to_string(s.generated.size()) + " tokens"));
+      continue;
+    }
+    if (s.prompt_done == s.prompt.size() && !s.generated.empty()) {
+      s.logits_index = add(s.generated.back(), s.prompt.size() + s.generated.size() - 1, seq, true);
+    }
+  }
+  // Then prompt chunks, as far as the token budget goes.
+  for (int seq = 0; seq < static_cast<int>(slots_.size()) && batch_.n_tokens < n_batch_; ++seq) {
+    Slot& s = slots_[static_cast<size_t>(seq)];
+    if (!s.request || s.prompt_done == s.prompt.size()) continue;
+    const size_t chunk = std::min(s.prompt.size() - s.prompt_done,
+                                  static_cast<size_t>(n_batch_ - batch_.n_tokens));
+    for (size_t i = 0; i < chunk; ++i) {
+      const size_t pos = s.prompt_done + i;
+      const int n = add(s.prompt[pos], pos, seq, pos + 1 == s.prompt.size());
+      if (pos + 1 == s.prompt.size()) s.logits_index = n;
+    }
+    s.prompt_done += chunk;
+  }
+  if (batch_.n_tokens == 0) return;
+  if (int rc = llama_decode(context_.get(), batch_); rc != 0) {
+    const Status error = Internal("llama_decode failed with code " + std::to_string(rc));
+    for (int seq = 0; seq < static_cast<int>(slots_.size()); ++seq) {
+      if (slots_[static_cast<size_t>(seq)].request) Finish(seq, error);
+    }
+    return;
+  }
+  int sampled = 0;
+  for (int seq = 0; seq < static_cast<int>(slots_.size()); ++seq) {
+    if (slots_[static_cast<size_t>(seq)].request && slots_[static_cast<size_t>(seq)].logits_index >= 0) {
+      ++sampled;
+      Sample(seq);
+    }
+  }
+  stats_.decodes.fetch_add(1);
+  stats_.sequences.fetch_add(static_cast<uint64_t>(sampled));
+  stats_.tokens.fetch_add(static_cast<uint64_t>(batch_.n_tokens));
+}
+
+void LlamaGenerator::CancelAll(const Status& status) {
+  for (int seq = 0; seq < static_cast<int>(slots_.size()); ++seq) {
+    if (slots_[static_cast<size_t>(seq)].request) Finish(seq, status);
+  }
+}
+
+}  // namespace mmserve

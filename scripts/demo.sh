@@ -12,6 +12,8 @@ cat <<MSG
 ==> mmserve: serving $CONFIG on http://127.0.0.1:$PORT  (Ctrl-C to stop)
 Try, from another terminal:
   curl -i 127.0.0.1:$PORT/v2/health/ready
+  curl -s -X POST 127.0.0.1:$PORT/v2/models/llm/infer \\
+       -d '{"parameters":{"max_tokens":16},"inputs":[{"name":"PROMPT","datatype":"BYTES","shape":[1],"data":["Once upon a time"]}]}'
   curl -s 127.0.0.1:$PORT/v2/models/embedder
   curl -s -X POST 127.0.0.1:$PORT/v2/models/embedder/infer \\
        -d '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[2],"data":["hello world","mmserve"]}]}'

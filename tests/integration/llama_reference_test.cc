@@ -157,5 +157,33 @@ TEST_F(LlamaReferenceTest, GreedyGenerationEqualsLlamaSimpleTokenForToken) {
   }
 }
 
+TEST_F(LlamaReferenceTest, StreamingSendsEachPieceThenTheCompleteResponse) {
+  HttpClient client(server_->port());
+  const json body = {{"inputs", {{{"name", "PROMPT"}, {"datatype", "BYTES"}, {"shape", {1}},
+                                  {"data", {"Once upon a time"}}}}},
+                     {"parameters", {{"max_tokens", 12}, {"stream", true}}}};
+  auto res = client.Post("/v2/models/llm/infer", body.dump());
+  ASSERT_EQ(res.status, 200) << res.body;
+  EXPECT_EQ(res.headers["content-type"], "text/event-stream");
+  EXPECT_EQ(res.headers["transfer-encoding"], "chunked");
+  std::vector<json> events;
+  for (size_t at = 0; (at = res.body.find("data: ", at)) != std::string::npos;) {
+    const size_t end = res.body.find("\n\n", at);
+    events.push_back(json::parse(res.body.substr(at + 6, end - at - 6)));
+    at = end;
+  }
+  ASSERT_GE(events.size(), 2u);
+  std::string pieces;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    EXPECT_EQ(events[i]["parameters"]["final"], false);
+    pieces += events[i]["outputs"][0]["data"][0].get<std::string>();
+  }
+  const json& last = events.back();
+  EXPECT_EQ(last["parameters"]["final"], true);
+  EXPECT_EQ(last["parameters"]["finish_reason"], "length");
+  EXPECT_EQ(pieces, last["outputs"][0]["data"][0].get<std::string>());
+  EXPECT_EQ(client.Get("/v2/health/live").status, 200) << "the connection stays usable";
+}
+
 }  // namespace
 }  // namespace mmserve

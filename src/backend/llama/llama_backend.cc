@@ -93,7 +93,7 @@ LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors) {
   LlamaOptions o;
   o.n_ctx = static_cast<int>(r.Int("n_ctx", o.n_ctx, 0, 1 << 20));
   o.n_parallel = static_cast<int>(r.Int("n_parallel", o.n_parallel, 0, 256));
-  o.n_batch = static_cast<int>(r.Int("n_batch", o.n_batch, 1, 1 << 20));
+  o.n_batch = static_cast<int>(r.Int("n_batch", o.n_batch, 0, 1 << 20));
   o.n_threads = static_cast<int>(r.Int("n_threads", o.n_threads, 0, 1024));
   o.pooling = r.String("pooling", o.pooling, {"model", "mean", "cls", "last", "rank"});
   o.normalize = r.Bool("normalize", o.normalize);
@@ -114,7 +114,7 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
   MMS_ASSIGN_OR_RETURN(GgufSummary gguf, ReadGguf(model.path.string()));
   // TODO(#3): KV cache (context x slots) and compute buffers for generate; encoders have no KV
   // cache and a compute buffer that grows with the token budget.
-  const int64_t per_instance = static_cast<int64_t>(o.n_batch) * 4 * 1024;
+  const int64_t per_instance = static_cast<int64_t>(o.n_batch > 0 ? o.n_batch : 2048) * 4 * 1024;
   return MemoryEstimate{
       .bytes = gguf.weights_bytes + per_instance * model.thread_num,
       .source = "GGUF tensor table + " + std::to_string(model.thread_num) + " x compute buffer"};
@@ -127,6 +127,8 @@ Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
   MMS_ASSIGN_OR_RETURN(GgufSummary gguf, ReadGguf(model.path.string()));
   const bool generate = model.task == "generate";
   if (options.n_parallel == 0) options.n_parallel = generate ? 4 : 16;
+  // Generation reserves logits for a whole prompt chunk (n_batch x vocabulary): keep it modest.
+  if (options.n_batch == 0) options.n_batch = generate ? 512 : 2048;
   const EncoderTask task = model.task == "rerank" ? EncoderTask::kRerank : EncoderTask::kEmbed;
   if (task == EncoderTask::kRerank && !gguf.has_classifier) {
     return InvalidArgument("task rerank needs a model with a classification head "

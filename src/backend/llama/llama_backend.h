@@ -8,7 +8,7 @@
 //   params:
 //     n_ctx: 0          # tokens of context per sequence; 0 = the model's training context
 //     n_parallel: 0     # sequences per decode (embed/rerank, 0 = 16) or slots (generate, 0 = 4)
-//     n_batch: 2048     # tokens per decode (the token budget); n_ubatch follows it for encoders
+//     n_batch: 0        # tokens per decode, the token budget (0 = 2048 embed/rerank, 512 generate)
 //     n_threads: 0      # 0 = every core
 //     pooling: model    # model | mean | cls | last | rank
 //     normalize: true   # embed: L2-normalize each vector

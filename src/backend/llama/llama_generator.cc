@@ -22,6 +22,20 @@ std::string StringParam(const InferRequest& r, const std::string& key) {
   return s ? *s : std::string();
 }
 
+// The length of the longest prefix of `s` that does not end inside a UTF-8 character: a token
+// piece may carry only the first bytes of one, and a partial must not split it.
+size_t CompleteUtf8Prefix(std::string_view s) {
+  size_t i = s.size();
+  for (size_t back = 1; back <= 3 && back <= s.size(); ++back) {
+    const auto c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (need > back) i = s.size() - back;  // a lead byte whose character is not complete yet
+    break;
+  }
+  return i;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<LlamaGenerator>> LlamaGenerator::Create(const llama_model* model,
@@ -178,8 +192,7 @@ bool LlamaGenerator::Sample(int seq) {
     return false;
   }
   slot.generated.push_back(token);
-  std::string piece = Piece(token);
-  slot.text += piece;
+  slot.text += Piece(token);
   if (!slot.stop.empty()) {
     if (auto at = slot.text.find(slot.stop); at != std::string::npos) {
       slot.text.resize(at);
@@ -187,10 +200,12 @@ bool LlamaGenerator::Sample(int seq) {
       return false;
     }
   }
-  if (slot.request->on_partial) {
+  const size_t complete = CompleteUtf8Prefix(slot.text);
+  if (slot.request->on_partial && complete > slot.streamed) {
     InferResponse partial;
     std::string data;
-    Tensor::AppendBytesElement(data, piece);
+    Tensor::AppendBytesElement(data, std::string_view(slot.text).substr(slot.streamed, complete - slot.streamed));
+    slot.streamed = complete;
     partial.outputs.emplace_back("TEXT", DataType::kBytes, Shape{1}, std::move(data));
     if (!slot.request->on_partial(partial)) {
       Finish(seq, Cancelled("the client went away"));

@@ -45,6 +45,7 @@ class LlamaGenerator final : public ContinuousInstance {
     size_t prompt_done = 0;                 // prompt tokens already in the KV cache
     std::vector<llama_token> generated;
     std::string text;
+    size_t streamed = 0;                    // bytes of `text` already sent as partials
     LlamaSamplerPtr sampler;
     int max_tokens = 0;
     std::string stop;

@@ -12,7 +12,7 @@ namespace mmserve {
 struct LlamaOptions {
   int n_ctx = 0;
   int n_parallel = 0;  // 0: 16 sequences per decode for embed/rerank, 4 slots for generate
-  int n_batch = 2048;
+  int n_batch = 0;  // 0: 2048 tokens per decode for embed/rerank, 512 for generate (prompt chunks)
   int n_threads = 0;
   std::string pooling = "model";
   bool normalize = true;

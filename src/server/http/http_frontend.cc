@@ -1,6 +1,7 @@
 #include "server/http/http_frontend.h"
 
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 
 #include <boost/asio.hpp>
@@ -103,7 +104,87 @@ class Connection : public std::enable_shared_from_this<Connection> {
         },
         [self](std::function<void()> task) {
           net::post(self->stream_.get_executor(), std::move(task));
-        });
+        },
+        [self]() -> std::shared_ptr<HttpStream> { return std::make_shared<Stream>(self); });
+  }
+
+  // The chunked-response side of a connection (server-sent events). Every method runs on the
+  // connection's strand; chunks are written one at a time, in order.
+  class Stream final : public HttpStream {
+   public:
+    explicit Stream(std::shared_ptr<Connection> c) : c_(std::move(c)) {}
+    void Start(HttpResponse headers) override { c_->StreamStart(std::move(headers)); }
+    void Send(std::string chunk) override { c_->StreamSend(std::move(chunk)); }
+    void End() override { c_->StreamEnd(); }
+    bool broken() const override { return c_->broken_.load(); }
+
+   private:
+    std::shared_ptr<Connection> c_;
+  };
+
+  void StreamStart(HttpResponse headers) {
+    if (shared_.draining) headers.keep_alive(false);
+    stream_keep_alive_ = headers.keep_alive();
+    header_.emplace(headers.result(), headers.version());
+    for (const auto& field : headers) header_->set(field.name_string(), field.value());
+    header_->keep_alive(stream_keep_alive_);
+    header_->chunked(true);
+    serializer_.emplace(*header_);
+    writing_ = true;
+    http::async_write_header(stream_, *serializer_,
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                               self->writing_ = false;
+                               if (ec) self->broken_ = true;
+                               self->Pump();
+                             });
+  }
+
+  void StreamSend(std::string chunk) {
+    if (!broken_) out_.push_back(std::move(chunk));
+    Pump();
+  }
+
+  void StreamEnd() {
+    ending_ = true;
+    Pump();
+  }
+
+  void Pump() {
+    if (writing_) return;
+    auto self = shared_from_this();
+    if (broken_) {
+      out_.clear();
+      if (ending_) EndStream(true);
+      return;
+    }
+    if (!out_.empty()) {
+      auto data = std::make_shared<std::string>(std::move(out_.front()));
+      out_.pop_front();
+      writing_ = true;
+      net::async_write(stream_, http::make_chunk(net::buffer(*data)),
+                       [self, data](beast::error_code ec, size_t) {
+                         self->writing_ = false;
+                         if (ec) self->broken_ = true;
+                         self->Pump();
+                       });
+      return;
+    }
+    if (ending_) {
+      writing_ = true;
+      net::async_write(stream_, http::make_chunk_last(), [self](beast::error_code ec, size_t) {
+        self->writing_ = false;
+        self->EndStream(static_cast<bool>(ec));
+      });
+    }
+  }
+
+  void EndStream(bool failed) {
+    ending_ = false;
+    header_.reset();
+    serializer_.reset();
+    shared_.in_progress.End();
+    if (failed || !stream_keep_alive_) return Close();
+    Read();
   }
 
   void Write(HttpResponse res, std::optional<http::status> status = std::nullopt) {
@@ -150,6 +231,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<http::request_parser<http::string_body>> parser_;
   std::vector<char> discard_;
   size_t drained_ = 0;
+  // Streaming (server-sent events) state; strand only, except broken_.
+  std::optional<http::response<http::empty_body>> header_;
+  std::optional<http::response_serializer<http::empty_body>> serializer_;
+  std::deque<std::string> out_;
+  bool writing_ = false;
+  bool ending_ = false;
+  bool stream_keep_alive_ = false;
+  std::atomic<bool> broken_{false};
 };
 
 }  // namespace

@@ -64,7 +64,8 @@ HttpResponse HttpRouter::ErrorResponse(const Status& status, unsigned version, b
                       keep_alive);
 }
 
-void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpPost post) {
+void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpPost post,
+                        HttpOpenStream open_stream) {
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
   std::string target(request.target());
@@ -110,7 +111,7 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpPost post) {
       res.result(http::status::method_not_allowed);
       return reply(std::move(res));
     }
-    if (action == "infer") return HandleInfer(std::move(request), m[1].str(), version, reply, post);
+    if (action == "infer") return HandleInfer(std::move(request), m[1].str(), version, reply, post, open_stream);
     return HandleModel(request, m[1].str(), version, action, reply);
   }
   reply(ErrorResponse(NotFound("no route for " + std::string(request.method_string()) + " " +
@@ -132,7 +133,7 @@ void HttpRouter::HandleModel(const HttpRequest& request, const std::string& name
 }
 
 void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64_t version,
-                             HttpReply reply, HttpPost post) {
+                             HttpReply reply, HttpPost post, HttpOpenStream open_stream) {
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
   std::optional<size_t> header_length;
@@ -169,6 +170,13 @@ void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64
   if (auto info = service_.GetModel(name, version); info.ok()) {
     ctx.model_version = info->config.version;
   }
+  if (auto it = infer->parameters.find("stream"); it != infer->parameters.end()) {
+    const bool* on = std::get_if<bool>(&it->second);
+    if (!on) return reply(ErrorResponse(InvalidArgument("parameters.stream: expected true or false"), v, ka));
+    if (*on) {
+      return StreamInfer(std::move(infer), std::move(ctx), v, ka, std::move(post), open_stream());
+    }
+  }
   auto respond = [reply = std::move(reply), ctx = std::move(ctx), v,
                   ka](Result<InferResponse> result) {
     if (!result.ok()) return reply(ErrorResponse(result.status(), v, ka));
@@ -189,6 +197,41 @@ void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64
                     Result<InferResponse> result) mutable {
     post([respond = std::move(respond), result = std::move(result)]() mutable {
       respond(std::move(result));
+    });
+  };
+  service_.Submit(std::move(infer));
+}
+
+void HttpRouter::StreamInfer(std::unique_ptr<InferRequest> infer, ResponseContext ctx,
+                             unsigned version, bool keep_alive, HttpPost post,
+                             std::shared_ptr<HttpStream> stream) {
+  ctx.all_binary = false;  // events are JSON
+  ctx.binary.clear();
+  HttpResponse headers(http::status::ok, version);
+  headers.set(http::field::content_type, "text/event-stream");
+  headers.set(http::field::cache_control, "no-cache");
+  headers.keep_alive(keep_alive);
+  stream->Start(std::move(headers));
+  auto event = [](const std::string& json_text) { return "data: " + json_text + "\n\n"; };
+  infer->on_partial = [post, stream, ctx, event](const InferResponse& partial) {
+    if (stream->broken()) return false;  // the client went away: cancel the generation
+    post([stream, ctx, event, partial] {
+      InferResponse marked = partial;
+      marked.parameters["final"] = false;
+      stream->Send(event(EncodeInferResponse(marked, ctx).body));
+    });
+    return true;
+  };
+  infer->done = [post, stream, ctx, event](Result<InferResponse> result) {
+    post([stream, ctx, event, result = std::move(result)]() mutable {
+      if (result.ok()) {
+        result->parameters["final"] = true;
+        stream->Send(event(EncodeInferResponse(*result, ctx).body));
+      } else {
+        stream->Send(event(json{{"error", std::string(result.status().message())}}.dump(
+            -1, ' ', false, json::error_handler_t::replace)));
+      }
+      stream->End();
     });
   };
   service_.Submit(std::move(infer));

@@ -7,6 +7,7 @@
 
 #include <boost/beast/http.hpp>
 
+#include "server/http/json_codec.h"
 #include "service/inference_service.h"
 
 namespace mmserve {
@@ -18,12 +19,25 @@ using HttpReply = std::function<void(HttpResponse)>;
 // model's worker thread.
 using HttpPost = std::function<void(std::function<void()>)>;
 
+// A chunked response written piece by piece (server-sent events). Start() sends the headers,
+// Send() one chunk, End() the last chunk; they must run on the connection's strand (through
+// HttpPost), in that order. broken() turns true, on any thread, once the client has gone away.
+class HttpStream {
+ public:
+  virtual ~HttpStream() = default;
+  virtual void Start(HttpResponse headers) = 0;
+  virtual void Send(std::string chunk) = 0;
+  virtual void End() = 0;
+  virtual bool broken() const = 0;
+};
+using HttpOpenStream = std::function<std::shared_ptr<HttpStream>()>;
+
 class HttpRouter {
  public:
   // `service` is not owned and outlives the router.
   explicit HttpRouter(InferenceService& service) : service_(service) {}
 
-  void Handle(HttpRequest request, HttpReply reply, HttpPost post);
+  void Handle(HttpRequest request, HttpReply reply, HttpPost post, HttpOpenStream open_stream);
 
   // {"error": message} with the status that `status` maps to.
   static HttpResponse ErrorResponse(const Status& status, unsigned version, bool keep_alive);
@@ -34,7 +48,11 @@ class HttpRouter {
   void HandleModel(const HttpRequest& request, const std::string& name, int64_t version,
                    const std::string& action, HttpReply reply);
   void HandleInfer(HttpRequest request, const std::string& name, int64_t version,
-                   HttpReply reply, HttpPost post);
+                   HttpReply reply, HttpPost post, HttpOpenStream open_stream);
+  // With the request parameter "stream": true — each partial output (a generated token's text)
+  // is an SSE event `data: <infer response JSON>`; the last event is the complete response.
+  void StreamInfer(std::unique_ptr<InferRequest> infer, ResponseContext ctx, unsigned version,
+                   bool keep_alive, HttpPost post, std::shared_ptr<HttpStream> stream);
 
   InferenceService& service_;  // not owned
 };

@@ -225,5 +225,26 @@ TEST_F(LlamaBackendTest, GenerationHonoursStopAndMaxTokens) {
               HasSubstr("max_tokens: expected at least 1"));
 }
 
+TEST_F(LlamaBackendTest, StreamedPiecesAddUpToTheTextAndAGoneClientFreesTheSlot) {
+  auto service = Start(LlmYaml(1));  // one slot: a leaked slot would block the next request
+  auto streamed = std::make_shared<std::string>();
+  auto r = Generate("Once upon a time", 40);
+  r->on_partial = [streamed](const InferResponse& p) {
+    *streamed += std::string(p.outputs[0].BytesElements()[0]);
+    return true;
+  };
+  auto full = Submit(*service, std::move(r)).get();
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(*streamed, std::string(full->outputs[0].BytesElements()[0]));
+
+  int pieces = 0;
+  auto gone = Generate("Once upon a time", 200);
+  gone->on_partial = [&pieces](const InferResponse&) { return ++pieces < 3; };
+  auto cancelled = Submit(*service, std::move(gone)).get();
+  EXPECT_EQ(cancelled.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(pieces, 3);
+  EXPECT_TRUE(Submit(*service, Generate("next", 4)).get().ok()) << "the slot was freed";
+}
+
 }  // namespace
 }  // namespace mmserve

@@ -1,11 +1,25 @@
 #include "service/inference_service.h"
 
+#include <malloc.h>
+
 #include <set>
 
 #include "common/logging.h"
 #include "common/strings.h"
 
 namespace mmserve {
+
+namespace {
+
+// Bytes the allocator has handed out and not taken back (heap arenas plus mmapped blocks).
+// Unlike RSS it counts buffers not yet touched and ignores memory recycled from earlier frees,
+// so its growth over a load is what the load reserved.
+int64_t HeapBytesInUse() {
+  const struct mallinfo2 info = ::mallinfo2();
+  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+}
+
+}  // namespace
 
 std::string_view ModelStateName(ModelState state) {
   switch (state) {
@@ -32,6 +46,7 @@ struct InferenceService::Entry {
   ModelState state = ModelState::kNotLoaded;  // guarded by mu
   std::string reason;                          // guarded by mu
   MemoryEstimate estimate;                     // guarded by mu
+  int64_t measured_bytes = 0;                  // guarded by mu
   std::shared_ptr<LoadedModel> loaded;         // guarded by mu
 };
 
@@ -81,6 +96,9 @@ void InferenceService::Load(Entry& entry) {
   auto estimate = (*backend)->Estimate(m);
   if (!estimate.ok()) return fail(estimate.status());
   auto loaded = std::make_shared<LoadedModel>();
+  // Loads run one at a time (start-up), so the heap's growth over this one is its measured
+  // footprint: weights, contexts and buffers, whatever the backend reports.
+  const int64_t heap_before = HeapBytesInUse();
   auto lease = guard_.Acquire((*backend)->runtime(), m.device_id);
   if (!lease.ok()) return fail(lease.status());
   loaded->lease = std::move(*lease);
@@ -95,17 +113,18 @@ void InferenceService::Load(Entry& entry) {
                                           *loaded->session);
   if (!scheduler.ok()) return fail(scheduler.status());
   loaded->scheduler = std::move(*scheduler);
+  const int64_t measured = HeapBytesInUse() - heap_before;
 
   const auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
   spdlog::info("model {}: loaded version {} (backend {}, task {}, device {}, {} worker{}, "
-               "estimate {} B from {}, resident {} B) in {} ms",
+               "estimate {} B from {}, measured {} B) in {} ms",
                m.name, m.version, m.backend, m.task, m.device_id, m.thread_num,
-               m.thread_num == 1 ? "" : "s", estimate->bytes, estimate->source,
-               loaded->session->resident_bytes(), ms);
+               m.thread_num == 1 ? "" : "s", estimate->bytes, estimate->source, measured, ms);
   {
     std::lock_guard lock(entry.mu);
     entry.estimate = *estimate;
+    entry.measured_bytes = measured;
     entry.loaded = std::move(loaded);
     entry.state = ModelState::kReady;
   }
@@ -148,7 +167,8 @@ ModelInfo InferenceService::Snapshot(const Entry& entry) {
   ModelInfo info{.config = entry.config,
                  .state = entry.state,
                  .reason = entry.reason,
-                 .estimate = entry.estimate};
+                 .estimate = entry.estimate,
+                 .measured_bytes = entry.measured_bytes};
   if (entry.loaded) {
     info.signature = entry.loaded->session->signature();
     info.resident_bytes = entry.loaded->session->resident_bytes();

@@ -36,7 +36,8 @@ struct ModelInfo {
   std::string reason;         // why it is not ready, when it is not
   ModelSignature signature;   // empty until loaded
   MemoryEstimate estimate;
-  int64_t resident_bytes = 0;
+  int64_t measured_bytes = 0;  // the heap's growth while it loaded (bytes allocated)
+  int64_t resident_bytes = 0;  // what the session reports holding now
   std::map<std::string, int64_t> counters;  // the session's engine counters
 };
 

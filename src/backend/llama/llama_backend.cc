@@ -23,7 +23,13 @@ struct GgufSummary {
   int64_t weights_bytes = 0;
   bool has_classifier = false;
   std::string architecture;
+  int64_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_ctx_train = 0, n_vocab = 0;
 };
+
+int64_t U32(gguf_context* g, const std::string& key, int64_t fallback) {
+  const int64_t k = gguf_find_key(g, key.c_str());
+  return k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_UINT32 ? gguf_get_val_u32(g, k) : fallback;
+}
 
 Result<GgufSummary> ReadGguf(const std::string& path) {
   char magic[4] = {};
@@ -42,6 +48,15 @@ Result<GgufSummary> ReadGguf(const std::string& path) {
   }
   if (int64_t k = gguf_find_key(gguf.get(), "general.architecture"); k >= 0) {
     s.architecture = gguf_get_val_str(gguf.get(), k);
+  }
+  const std::string a = s.architecture;
+  s.n_layer = U32(gguf.get(), a + ".block_count", 0);
+  s.n_embd = U32(gguf.get(), a + ".embedding_length", 0);
+  s.n_head = U32(gguf.get(), a + ".attention.head_count", 1);
+  s.n_head_kv = U32(gguf.get(), a + ".attention.head_count_kv", s.n_head);
+  s.n_ctx_train = U32(gguf.get(), a + ".context_length", 0);
+  if (int64_t k = gguf_find_key(gguf.get(), "tokenizer.ggml.tokens"); k >= 0) {
+    s.n_vocab = static_cast<int64_t>(gguf_get_arr_n(gguf.get(), k));
   }
   return s;
 }
@@ -112,12 +127,34 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
   const LlamaOptions o = ReadLlamaOptions(model, errors);
   MMS_RETURN_IF_ERROR(errors.ToStatus());
   MMS_ASSIGN_OR_RETURN(GgufSummary gguf, ReadGguf(model.path.string()));
-  // TODO(#3): KV cache (context x slots) and compute buffers for generate; encoders have no KV
-  // cache and a compute buffer that grows with the token budget.
-  const int64_t per_instance = static_cast<int64_t>(o.n_batch > 0 ? o.n_batch : 2048) * 4 * 1024;
-  return MemoryEstimate{
-      .bytes = gguf.weights_bytes + per_instance * model.thread_num,
-      .source = "GGUF tensor table + " + std::to_string(model.thread_num) + " x compute buffer"};
+  // Per worker instance (one llama_context each), the buffers llama.cpp allocates at this
+  // release: graph metadata for its scheduler (a fixed ~24 MiB), outputs, and a compute buffer —
+  // for a generator dominated by the logits of a whole prompt chunk (n_batch x vocabulary), for
+  // an encoder growing with the token budget; a generator adds an F16 KV cache of n_seq x n_ctx
+  // cells per layer. The model adds its weights and its vocabulary tables.
+  const bool generate = model.task == "generate";
+  const int64_t n_batch = o.n_batch > 0 ? o.n_batch : (generate ? 512 : 2048);
+  constexpr int64_t kGraphMetadataBytes = int64_t{24} << 20;
+  constexpr int64_t kBytesPerVocabEntry = 160;
+  int64_t per_instance = kGraphMetadataBytes;
+  std::string source = "GGUF tensor table + vocabulary + " + std::to_string(model.thread_num) +
+                       " x (graph + compute buffer";
+  if (generate) {
+    const int64_t n_seq = o.n_parallel > 0 ? o.n_parallel : 4;
+    const int64_t n_ctx_seq = o.n_ctx > 0 ? o.n_ctx : 2048;
+    const int64_t n_embd_kv = gguf.n_head > 0 ? gguf.n_embd * gguf.n_head_kv / gguf.n_head : 0;
+    per_instance += n_batch * gguf.n_vocab * 4;                             // chunk logits
+    per_instance += n_seq * n_ctx_seq * gguf.n_layer * 2 * n_embd_kv * 2;  // K and V, F16
+    per_instance += n_seq * gguf.n_vocab * 4;                               // output logits
+    source += " + KV cache " + std::to_string(n_seq) + " x " + std::to_string(n_ctx_seq) +
+              " cells";
+  } else {
+    per_instance += n_batch * gguf.n_embd * 4 * 24;  // activations of a full token budget
+    per_instance += n_batch * 1024;                  // outputs
+  }
+  return MemoryEstimate{.bytes = gguf.weights_bytes + gguf.n_vocab * kBytesPerVocabEntry +
+                                 per_instance * model.thread_num,
+                        .source = source + ")"};
 }
 
 Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
@@ -135,6 +172,10 @@ Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
                            "(cls.output.weight); '" + model.path.string() + "' has none");
   }
   llama_model_params params = llama_model_default_params();
+  // Weights copied into memory the process owns rather than mapped from the file: the budget
+  // then sees them from the load on, not page by page as they are first touched.
+  params.load_mode = LLAMA_LOAD_MODE_NONE;
+  params.lazy_mode = LLAMA_LAZY_MODE_OFF;
   LlamaModelPtr loaded(llama_model_load_from_file(model.path.c_str(), params));
   if (!loaded) {
     return InvalidArgument("llama.cpp could not load '" + model.path.string() +

@@ -225,6 +225,23 @@ TEST_F(LlamaBackendTest, GenerationHonoursStopAndMaxTokens) {
               HasSubstr("max_tokens: expected at least 1"));
 }
 
+TEST_F(LlamaBackendTest, EstimateBeforeLoadIsWithinAQuarterOfTheMeasuredFootprint) {
+  // Each task alone, so that the process's RSS growth over the load is that model's.
+  for (const auto& [file, task] : std::vector<std::pair<std::string, std::string>>{
+           {"bert-tiny.gguf", "embed"}, {"rerank-tiny.gguf", "rerank"},
+           {"llama-tiny.gguf", "generate"}}) {
+    auto service = Start("models:\n  - name: m\n    path: " + GeneratedModel(file) +
+                         "\n    task: " + task + "\n");
+    auto info = service->GetModel("m");
+    ASSERT_EQ(info->state, ModelState::kReady) << info->reason;
+    const double ratio = static_cast<double>(info->estimate.bytes) / info->measured_bytes;
+    EXPECT_GT(ratio, 0.75) << task << ": estimate " << info->estimate.bytes << " measured "
+                           << info->measured_bytes;
+    EXPECT_LT(ratio, 1.25) << task << ": estimate " << info->estimate.bytes << " measured "
+                           << info->measured_bytes;
+  }
+}
+
 TEST_F(LlamaBackendTest, StreamedPiecesAddUpToTheTextAndAGoneClientFreesTheSlot) {
   auto service = Start(LlmYaml(1));  // one slot: a leaked slot would block the next request
   auto streamed = std::make_shared<std::string>();

@@ -114,6 +114,7 @@ LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors) {
   o.normalize = r.Bool("normalize", o.normalize);
   o.truncate = r.Bool("truncate", o.truncate);
   o.sigmoid = r.Bool("sigmoid", o.sigmoid);
+  o.chat_template = r.String("chat_template", o.chat_template);
   r.Finish();
   return o;
 }
@@ -192,7 +193,9 @@ Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
                              "') is an encoder" +
                              (gguf.has_classifier ? " with a classification head" : ""));
     }
-    signature.inputs = {{"PROMPT", DataType::kBytes, {1}}};
+    signature.inputs = {{"PROMPT", DataType::kBytes, {1}, /*optional=*/true},
+                        {"ROLES", DataType::kBytes, {-1}, /*optional=*/true},
+                        {"CONTENTS", DataType::kBytes, {-1}, /*optional=*/true}};
     signature.outputs = {{"TEXT", DataType::kBytes, {1}}};
   } else if (task == EncoderTask::kEmbed) {
     signature.inputs = {{"TEXT", DataType::kBytes, {-1}}};

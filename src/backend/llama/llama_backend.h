@@ -14,6 +14,7 @@
 //     normalize: true   # embed: L2-normalize each vector
 //     truncate: false   # too-long input: truncate (and flag it) instead of a 400
 //     sigmoid: false    # rerank: squash scores into 0..1
+//     chat_template: "" # generate: a template name or text; default the model's, else ChatML
 //
 // Sessions share the loaded weights; each worker thread gets its own llama_context.
 #pragma once

@@ -1,6 +1,7 @@
 #include "backend/llama/llama_generator.h"
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 namespace mmserve {
@@ -87,16 +88,70 @@ std::string LlamaGenerator::Piece(llama_token token) const {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
+Result<std::string> LlamaGenerator::RenderChat(const Tensor& roles, const Tensor& contents) const {
+  const auto r = roles.BytesElements();
+  const auto c = contents.BytesElements();
+  if (r.size() != c.size() || r.empty()) {
+    return InvalidArgument("ROLES and CONTENTS: expected the same number (at least one) of "
+                           "elements, found " + std::to_string(r.size()) + " and " +
+                           std::to_string(c.size()));
+  }
+  std::vector<std::string> owned;  // NUL-terminated copies for the C API
+  owned.reserve(2 * r.size());
+  std::vector<llama_chat_message> messages;
+  for (size_t i = 0; i < r.size(); ++i) {
+    owned.emplace_back(r[i]);
+    owned.emplace_back(c[i]);
+  }
+  for (size_t i = 0; i < r.size(); ++i) {
+    messages.push_back({owned[2 * i].c_str(), owned[2 * i + 1].c_str()});
+  }
+  auto apply = [&](const char* tmpl) -> std::optional<std::string> {
+    std::string out(1024, '\0');
+    int n = llama_chat_apply_template(tmpl, messages.data(), messages.size(), true, out.data(),
+                                      static_cast<int32_t>(out.size()));
+    if (n > static_cast<int>(out.size())) {
+      out.resize(static_cast<size_t>(n));
+      n = llama_chat_apply_template(tmpl, messages.data(), messages.size(), true, out.data(), n);
+    }
+    if (n < 0) return std::nullopt;
+    out.resize(static_cast<size_t>(n));
+    return out;
+  };
+  // The configured template, else the model's tokenizer.chat_template, else ChatML.
+  const char* tmpl = !options_.chat_template.empty() ? options_.chat_template.c_str()
+                                                     : llama_model_chat_template(model_, nullptr);
+  if (tmpl) {
+    if (auto rendered = apply(tmpl)) return *rendered;
+    if (!options_.chat_template.empty()) {
+      return InvalidArgument("params.chat_template is not a template llama.cpp can apply");
+    }
+  }
+  return *apply("chatml");
+}
+
 Status LlamaGenerator::Prepare(Slot& slot) {
   const InferRequest& r = *slot.request;
-  const Tensor* prompt = nullptr;
+  const Tensor *prompt = nullptr, *roles = nullptr, *contents = nullptr;
   for (const auto& t : r.inputs) {
     if (t.name() == "PROMPT") prompt = &t;
+    if (t.name() == "ROLES") roles = &t;
+    if (t.name() == "CONTENTS") contents = &t;
   }
-  if (!prompt) return InvalidArgument("missing input 'PROMPT'");
-  const auto texts = prompt->BytesElements();
-  if (texts.size() != 1) return InvalidArgument("PROMPT: expected exactly one prompt");
-  const std::string_view text = texts[0];
+  std::string rendered;
+  if (roles || contents) {
+    if (!roles || !contents || prompt) {
+      return InvalidArgument("give either PROMPT, or chat messages as ROLES and CONTENTS");
+    }
+    MMS_ASSIGN_OR_RETURN(rendered, RenderChat(*roles, *contents));
+  } else if (prompt) {
+    const auto texts = prompt->BytesElements();
+    if (texts.size() != 1) return InvalidArgument("PROMPT: expected exactly one prompt");
+    rendered = std::string(texts[0]);
+  } else {
+    return InvalidArgument("missing input 'PROMPT' (or chat messages as ROLES and CONTENTS)");
+  }
+  const std::string_view text = rendered;
   std::vector<llama_token> tokens(text.size() + 8);
   int n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
                          static_cast<int32_t>(tokens.size()), /*add_special=*/true,

@@ -3,7 +3,9 @@
 // generating sequence plus prompt chunks of admitted ones (up to n_batch tokens, so a long
 // prompt never freezes running streams), decodes it once and samples per sequence.
 //
-//   request:  PROMPT (BYTES [1]); parameters max_tokens, temperature, top_k, top_p, min_p, seed,
+//   request:  PROMPT (BYTES [1]), or chat messages as ROLES and CONTENTS (BYTES [-1] each),
+//             rendered with params.chat_template, the model's tokenizer.chat_template, or ChatML;
+//             parameters max_tokens, temperature, top_k, top_p, min_p, seed,
 //             repeat_penalty, stop (a string)
 //   response: TEXT (BYTES [1]); parameters prompt_tokens, completion_tokens, finish_reason
 //             ("stop", "length")
@@ -55,6 +57,8 @@ class LlamaGenerator final : public ContinuousInstance {
   LlamaGenerator(const llama_model* model, LlamaOptions options, LlamaStats& stats,
                  LlamaContextPtr context);
   Status Prepare(Slot& slot);
+  // Chat messages rendered with params.chat_template, the model's template, or ChatML.
+  Result<std::string> RenderChat(const Tensor& roles, const Tensor& contents) const;
   void Finish(int seq, Result<InferResponse> result);
   void FinishOk(int seq, const std::string& reason);
   // Samples the next token of slot `seq`; returns false when the sequence finished.

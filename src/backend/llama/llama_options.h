@@ -18,6 +18,7 @@ struct LlamaOptions {
   bool normalize = true;
   bool truncate = false;
   bool sigmoid = false;
+  std::string chat_template;  // generate: overrides the model's tokenizer.chat_template
 };
 
 LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors);

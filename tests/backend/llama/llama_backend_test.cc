@@ -225,6 +225,30 @@ TEST_F(LlamaBackendTest, GenerationHonoursStopAndMaxTokens) {
               HasSubstr("max_tokens: expected at least 1"));
 }
 
+TEST_F(LlamaBackendTest, ChatMessagesAreRenderedWithChatMLWhenTheModelHasNoTemplate) {
+  auto service = Start(LlmYaml(1));
+  auto chat = std::make_unique<InferRequest>();
+  chat->model_name = "llm";
+  chat->inputs.emplace_back("ROLES", DataType::kBytes, Shape{2}, Texts({"system", "user"}));
+  chat->inputs.emplace_back("CONTENTS", DataType::kBytes, Shape{2}, Texts({"Be brief.", "Hi"}));
+  chat->parameters["max_tokens"] = int64_t{8};
+  auto from_chat = Submit(*service, std::move(chat)).get();
+  ASSERT_TRUE(from_chat.ok()) << from_chat.status().ToString();
+  // The same conversation rendered by hand in ChatML gives the same greedy continuation.
+  auto by_hand = Submit(*service, Generate("<|im_start|>system\nBe brief.<|im_end|>\n"
+                                           "<|im_start|>user\nHi<|im_end|>\n"
+                                           "<|im_start|>assistant\n", 8)).get();
+  ASSERT_TRUE(by_hand.ok());
+  EXPECT_EQ(from_chat->outputs[0].BytesElements()[0], by_hand->outputs[0].BytesElements()[0]);
+  EXPECT_EQ(from_chat->parameters["prompt_tokens"], by_hand->parameters["prompt_tokens"]);
+
+  auto mismatched = std::make_unique<InferRequest>();
+  mismatched->model_name = "llm";
+  mismatched->inputs.emplace_back("ROLES", DataType::kBytes, Shape{1}, Texts({"user"}));
+  EXPECT_THAT(std::string(Submit(*service, std::move(mismatched)).get().status().message()),
+              HasSubstr("give either PROMPT, or chat messages as ROLES and CONTENTS"));
+}
+
 TEST_F(LlamaBackendTest, EstimateBeforeLoadIsWithinAQuarterOfTheMeasuredFootprint) {
   // Each task alone, so that the process's RSS growth over the load is that model's.
   for (const auto& [file, task] : std::vector<std::pair<std::string, std::string>>{

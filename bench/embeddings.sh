@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# P1 — embeddings/s with C concurrent single-text clients (default 64), mmserve against
+# llama-server from the same llama.cpp bundle, same model file, same thread count, one after the
+# other in one run. llama-server is tuned for the load: -np C slots, -ub/-b 2048 (one decode can
+# take every waiting text), -c C x the model's context (so each slot keeps the full 512).
+#   bench/embeddings.sh [tiny|base]    (BENCH_SECONDS=20 BENCH_CONCURRENCY=64)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SIZE="${1:-tiny}"
+SECS="${BENCH_SECONDS:-20}"
+C="${BENCH_CONCURRENCY:-64}"
+THREADS="$(nproc)"
+MODEL="$ROOT/models/generated/bert-$SIZE.gguf"
+LOAD="$ROOT/build/bench/http_load"
+SERVER="$ROOT/.deps/llama-tools-build/bin/llama-server"
+[[ -f "$MODEL" ]] || MMSERVE_MODEL_SIZES="$SIZE" bash "$ROOT/scripts/setup.sh" >/dev/null
+TMP="$(mktemp -d)"
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
+TEXT="The quick brown fox jumps over the lazy dog near the river bank."
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_ok() { for _ in $(seq 1 600); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; return 1; }
+
+# mmserve
+P1="$(free_port)"
+cat >"$TMP/m.yaml" <<YAML
+models:
+  - name: embedder
+    path: $MODEL
+    task: embed
+    max_batch: $C
+    queue: {max_size: 100000}
+    params: {n_parallel: $C, n_batch: 2048, n_threads: $THREADS}
+YAML
+"$ROOT/build/src/app/mmserve" --log-level warn serve "$TMP/m.yaml" --port "$P1" --lock-dir "$TMP/locks" &
+wait_ok "127.0.0.1:$P1/v2/health/ready"
+printf '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[1],"data":["%s"]}]}' "$TEXT" >"$TMP/kserve.json"
+MM="$("$LOAD" --port "$P1" --path /v2/models/embedder/infer --body-file "$TMP/kserve.json" \
+      --expect EMBEDDING --concurrency "$C" --seconds "$SECS" --warmup 2)"
+kill %1; wait %1 2>/dev/null || true
+
+# llama-server
+P2="$(free_port)"
+"$SERVER" -m "$MODEL" --embedding -np "$C" -ub 2048 -b 2048 -c $((C * 512)) -t "$THREADS" \
+  --host 127.0.0.1 --port "$P2" >"$TMP/llama-server.log" 2>&1 &
+wait_ok "127.0.0.1:$P2/health"
+printf '{"input":"%s"}' "$TEXT" >"$TMP/openai.json"
+LS="$("$LOAD" --port "$P2" --path /v1/embeddings --body-file "$TMP/openai.json" \
+      --expect embedding --concurrency "$C" --seconds "$SECS" --warmup 2)"
+
+python3 - "$SIZE" "$C" "$MM" "$LS" <<'PY'
+import json, sys
+size, c, mm, ls = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+print(f"| bert-{size}, {c} clients | mmserve | llama-server | ratio |")
+print("|---|---|---|---|")
+print(f"| embeddings/s | {mm['rps']:.1f} | {ls['rps']:.1f} | {mm['rps']/ls['rps']:.2f}x |")
+for p in ("p50_us", "p99_us"):
+    print(f"| {p[:-3]} latency (ms) | {mm[p]/1000:.1f} | {ls[p]/1000:.1f} | {mm[p]/max(ls[p],1):.2f}x |")
+print(f"| errors | {mm['errors']} | {ls['errors']} | |")
+PY

@@ -31,16 +31,18 @@ models:
     params: {n_parallel: $S, n_ctx: 512, n_batch: 512, n_threads: $THREADS}
 YAML
 "$ROOT/build/src/app/mmserve" --log-level warn serve "$TMP/m.yaml" --port "$P1" --lock-dir "$TMP/locks" &
+MM_PID=$!
 wait_ok "127.0.0.1:$P1/v2/health/ready"
 printf '{"parameters":{"max_tokens":%d},"inputs":[{"name":"PROMPT","datatype":"BYTES","shape":[1],"data":["%s"]}]}' \
   "$N" "$PROMPT" >"$TMP/kserve.json"
 MM="$("$LOAD" --port "$P1" --path /v2/models/llm/infer --body-file "$TMP/kserve.json" \
       --expect "\"completion_tokens\":$N" --concurrency "$S" --seconds "$SECS" --warmup 3)"
-kill %1; wait %1 2>/dev/null || true
+kill "$MM_PID"; wait "$MM_PID" 2>/dev/null || true
 
 P2="$(free_port)"
 "$SERVER" -m "$MODEL" -np "$S" -c $((S * 512)) -b 512 -ub 512 -t "$THREADS" --no-warmup \
   --host 127.0.0.1 --port "$P2" >"$TMP/llama-server.log" 2>&1 &
+LS_PID=$!
 wait_ok "127.0.0.1:$P2/health"
 printf '{"prompt":"%s","n_predict":%d,"temperature":0,"cache_prompt":false}' "$PROMPT" "$N" >"$TMP/native.json"
 LS="$("$LOAD" --port "$P2" --path /completion --body-file "$TMP/native.json" \

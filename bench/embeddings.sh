@@ -30,6 +30,7 @@ models:
     path: $MODEL
     task: embed
     max_batch: $C
+    max_queue_delay_ms: 5
     queue: {max_size: 100000}
     params: {n_parallel: $C, n_batch: 2048, n_threads: $THREADS}
 YAML

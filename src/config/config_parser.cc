@@ -240,6 +240,8 @@ class Parser {
     m.batch_size = static_cast<int>(r.Int("batch_size", m.batch_size, 1, 4096));
     m.max_batch = static_cast<int>(r.Int("max_batch", std::max(m.batch_size, 1), 1, 4096));
     m.dynamic_batch = r.Bool("dynamic_batch", m.dynamic_batch);
+    m.max_queue_delay =
+        std::chrono::milliseconds(r.Int("max_queue_delay_ms", m.max_queue_delay.count(), 0, 60'000));
     m.preprocess = r.String("preprocess", "");
     CheckStage(r, "preprocess", m.preprocess, PreprocessForms());
     m.postprocess = r.String("postprocess", "");

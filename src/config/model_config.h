@@ -33,6 +33,8 @@ struct ModelConfig {
   int device_id = 0;
   int batch_size = 1;          // the batch the model was compiled for
   int max_batch = 1;           // the largest batch the server forms
+  // How long a worker holding a partial batch waits for it to fill (0 = take what is queued).
+  std::chrono::milliseconds max_queue_delay{0};
   bool dynamic_batch = false;
   std::string preprocess;      // e.g. resize_256_center_crop; "" = none
   std::string postprocess;     // e.g. nms_threshold_0.45; "" = none

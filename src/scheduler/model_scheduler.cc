@@ -143,7 +143,14 @@ void ModelScheduler::WorkerLoop(std::stop_token stop, int index) {
   while (true) {
     cv_.wait(lock, stop, [&] { return !queue_.empty(); });
     if (stop.stop_requested()) return;
-    auto requests = TakeRequests(lock, static_cast<size_t>(options_.max_batch));
+    const size_t max_batch = static_cast<size_t>(options_.max_batch);
+    if (options_.max_queue_delay.count() > 0 && queue_.size() < max_batch) {
+      const auto flush_at = queue_.front()->arrival + options_.max_queue_delay;
+      cv_.wait_until(lock, stop, flush_at, [&] { return queue_.size() >= max_batch; });
+      if (stop.stop_requested()) return;
+      if (queue_.empty()) continue;  // another worker took them
+    }
+    auto requests = TakeRequests(lock, max_batch);
     if (requests.empty()) continue;
     executing_ += static_cast<int64_t>(requests.size());
     lock.unlock();

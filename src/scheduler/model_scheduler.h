@@ -2,13 +2,14 @@
 //
 // Requests wait in a bounded FIFO queue; each of `thread_num` workers owns one Instance of the
 // session (created on that worker's thread, used by no other), takes up to `max_batch` queued
-// requests at a time and executes them as one batch. A request whose deadline passed while it
+// requests at a time (waiting up to max_queue_delay for a partial batch to fill) and executes
+// them as one batch. A request whose deadline passed while it
 // was queued is answered DeadlineExceeded without being executed.
 //
 // Threads: owns `thread_num` worker threads, started by Create() and joined by the destructor.
 // Enqueue() is thread-safe and never blocks on a device.
 //
-// TODO(#4): priority levels, tiers and max queue delay of the dynamic batcher, breaker, watchdog.
+// TODO(#4): priority levels and batch tiers of the dynamic batcher, breaker, watchdog.
 #pragma once
 
 #include <condition_variable>
@@ -29,6 +30,9 @@ class ModelScheduler {
     std::string model;          // for logs and errors
     int thread_num = 1;
     int max_batch = 1;
+    // A worker with fewer than max_batch requests queued waits up to this long (from the oldest
+    // request's arrival) for the batch to fill.
+    std::chrono::milliseconds max_queue_delay{0};
     int64_t max_queue_size = 1024;
     std::vector<int> cpu_affinity;  // cores the workers are pinned to; empty = any
   };

@@ -108,6 +108,7 @@ void InferenceService::Load(Entry& entry) {
   auto scheduler = ModelScheduler::Create({.model = m.name,
                                            .thread_num = m.thread_num,
                                            .max_batch = m.max_batch,
+                                           .max_queue_delay = m.max_queue_delay,
                                            .max_queue_size = m.queue.max_size,
                                            .cpu_affinity = m.cpu_affinity},
                                           *loaded->session);

@@ -100,7 +100,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BrokenCase{"UnknownKeyWithSuggestion", "timeout_ms: 200", "timeout: 200",
                    "14:5: models[0].timeout: expected one of backend, batch_size, cpu_affinity, "
-                   "device_id, dynamic_batch, keep_alive, load, max_batch, name, params, path, "
+                   "device_id, dynamic_batch, keep_alive, load, max_batch, max_queue_delay_ms, name, "
+                   "params, path, "
                    "postprocess, preprocess, priority, queue, task, thread_num, timeout_ms, "
                    "version, found unknown key \"timeout\" (did you mean 'timeout_ms'?)"},
         BrokenCase{"WrongType", "batch_size: 1", "batch_size: one",

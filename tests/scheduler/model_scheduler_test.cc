@@ -97,6 +97,33 @@ TEST(ModelSchedulerTest, BatchesWhatIsQueuedUpToMaxBatch) {
   EXPECT_GE(*std::max_element(session.batch_sizes.begin(), session.batch_sizes.end()), 2u);
 }
 
+TEST(ModelSchedulerTest, WaitsUpToMaxQueueDelayForAPartialBatchToFill) {
+  FakeSession session;
+  std::vector<Outcome> outcomes(3);
+  auto scheduler = ModelScheduler::Create(
+      {.model = "m", .max_batch = 4, .max_queue_delay = std::chrono::milliseconds(80)}, session);
+  ASSERT_TRUE(scheduler.ok());
+  const auto start = Clock::now();
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(outcomes[0])).ok());
+  std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(outcomes[1])).ok());
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(outcomes[i].future.get().ok());
+  EXPECT_GE(Clock::now() - start, 75ms) << "the partial batch waited for the delay";
+  {
+    std::lock_guard lock(session.mu);
+    EXPECT_EQ(session.batch_sizes, std::vector<size_t>{2});
+  }
+  // A batch that fills up goes at once, without waiting for the delay.
+  std::vector<Outcome> full(4);
+  const auto again = Clock::now();
+  for (auto& o : full) ASSERT_TRUE((*scheduler)->Enqueue(Request(o)).ok());
+  for (auto& o : full) EXPECT_TRUE(o.future.get().ok());
+  EXPECT_LT(Clock::now() - again, 70ms);
+  std::lock_guard lock(session.mu);
+  EXPECT_EQ(session.batch_sizes.back(), 4u);
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(outcomes[2])).ok());
+}
+
 TEST(ModelSchedulerTest, RejectsWhenQueueFull) {
   FakeSession session;
   session.released = false;

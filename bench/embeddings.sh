@@ -10,17 +10,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZE="${1:-tiny}"
 SECS="${BENCH_SECONDS:-20}"
 C="${BENCH_CONCURRENCY:-64}"
-THREADS="$(nproc)"
 MODEL="$ROOT/models/generated/bert-$SIZE.gguf"
-LOAD="$ROOT/build/bench/http_load"
-SERVER="$ROOT/.deps/llama-tools-build/bin/llama-server"
-[[ -f "$MODEL" ]] || MMSERVE_MODEL_SIZES="$SIZE" bash "$ROOT/scripts/setup.sh" >/dev/null
-TMP="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
+source "$ROOT/bench/lib.sh"
+ensure_model "$MODEL" "$SIZE"
 TEXT="The quick brown fox jumps over the lazy dog near the river bank."
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_ok() { for _ in $(seq 1 600); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; return 1; }
 
 # mmserve
 P1="$(free_port)"
@@ -34,13 +27,13 @@ models:
     queue: {max_size: 100000}
     params: {n_parallel: $C, n_batch: 2048, n_threads: $THREADS}
 YAML
-"$ROOT/build/src/app/mmserve" --log-level warn serve "$TMP/m.yaml" --port "$P1" --lock-dir "$TMP/locks" &
+"$MMSERVE" --log-level warn serve "$TMP/m.yaml" --port "$P1" --lock-dir "$TMP/locks" &
 MM_PID=$!
 wait_ok "127.0.0.1:$P1/v2/health/ready"
 printf '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[1],"data":["%s"]}]}' "$TEXT" >"$TMP/kserve.json"
 MM="$("$LOAD" --port "$P1" --path /v2/models/embedder/infer --body-file "$TMP/kserve.json" \
       --expect EMBEDDING --concurrency "$C" --seconds "$SECS" --warmup 2)"
-kill "$MM_PID"; wait "$MM_PID" 2>/dev/null || true
+stop "$MM_PID"
 
 # llama-server
 P2="$(free_port)"
@@ -52,7 +45,7 @@ printf '{"input":"%s"}' "$TEXT" >"$TMP/openai.json"
 LS="$("$LOAD" --port "$P2" --path /v1/embeddings --body-file "$TMP/openai.json" \
       --expect embedding --concurrency "$C" --seconds "$SECS" --warmup 2)"
 
-kill "$LS_PID"; wait "$LS_PID" 2>/dev/null || true
+stop "$LS_PID"
 
 # The engine's limit: llama.cpp called directly, C copies of the text per decode.
 RAW="$("$ROOT/build/bench/raw_embed_loop" --model "$MODEL" --text "$TEXT" --batch "$C" \

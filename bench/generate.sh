@@ -9,17 +9,10 @@ SIZE="${1:-tiny}"
 SECS="${BENCH_SECONDS:-30}"
 S="${BENCH_STREAMS:-4}"
 N=32
-THREADS="$(nproc)"
 MODEL="$ROOT/models/generated/llama-$SIZE.gguf"
-LOAD="$ROOT/build/bench/http_load"
-SERVER="$ROOT/.deps/llama-tools-build/bin/llama-server"
-[[ -f "$MODEL" ]] || MMSERVE_MODEL_SIZES="$SIZE" bash "$ROOT/scripts/setup.sh" >/dev/null
-TMP="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
+source "$ROOT/bench/lib.sh"
+ensure_model "$MODEL" "$SIZE"
 PROMPT="Once upon a time, in a land far away, there lived"
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_ok() { for _ in $(seq 1 900); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; return 1; }
 
 P1="$(free_port)"
 cat >"$TMP/m.yaml" <<YAML
@@ -30,14 +23,14 @@ models:
     timeout_ms: 600000
     params: {n_parallel: $S, n_ctx: 512, n_batch: 512, n_threads: $THREADS}
 YAML
-"$ROOT/build/src/app/mmserve" --log-level warn serve "$TMP/m.yaml" --port "$P1" --lock-dir "$TMP/locks" &
+"$MMSERVE" --log-level warn serve "$TMP/m.yaml" --port "$P1" --lock-dir "$TMP/locks" &
 MM_PID=$!
 wait_ok "127.0.0.1:$P1/v2/health/ready"
 printf '{"parameters":{"max_tokens":%d},"inputs":[{"name":"PROMPT","datatype":"BYTES","shape":[1],"data":["%s"]}]}' \
   "$N" "$PROMPT" >"$TMP/kserve.json"
 MM="$("$LOAD" --port "$P1" --path /v2/models/llm/infer --body-file "$TMP/kserve.json" \
       --expect "\"completion_tokens\":$N" --concurrency "$S" --seconds "$SECS" --warmup 3)"
-kill "$MM_PID"; wait "$MM_PID" 2>/dev/null || true
+stop "$MM_PID"
 
 P2="$(free_port)"
 "$SERVER" -m "$MODEL" -np "$S" -c $((S * 512)) -b 512 -ub 512 -t "$THREADS" --no-warmup \

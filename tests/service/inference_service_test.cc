@@ -9,9 +9,12 @@
 #include "backend/identity/identity_backend.h"
 #include "config/config_parser.h"
 #include "runtime/host_runtime.h"
+#include "testing/service_util.h"
 
 namespace mmserve {
 namespace {
+
+using testing::Submit;
 
 using ::testing::HasSubstr;
 
@@ -27,15 +30,6 @@ class InferenceServiceTest : public ::testing::Test {
     return service;
   }
 
-  // Submits `r`; the future holds its outcome.
-  static std::future<Result<InferResponse>> Submit(InferenceService& service,
-                                                   std::unique_ptr<InferRequest> r) {
-    auto p = std::make_shared<std::promise<Result<InferResponse>>>();
-    auto f = p->get_future();
-    r->done = [p](Result<InferResponse> result) { p->set_value(std::move(result)); };
-    service.Submit(std::move(r));
-    return f;
-  }
   static Result<InferResponse> Infer(InferenceService& service, std::unique_ptr<InferRequest> r) {
     return Submit(service, std::move(r)).get();
   }

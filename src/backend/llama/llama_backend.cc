@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "backend/llama/llama_encoder.h"
 #include "backend/llama/llama_generator.h"
@@ -117,6 +118,11 @@ LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors) {
   o.chat_template = r.String("chat_template", o.chat_template);
   r.Finish();
   return o;
+}
+
+int ThreadCount(const LlamaOptions& options) {
+  return options.n_threads > 0 ? options.n_threads
+                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 void LlamaBackend::Validate(const ModelConfig& model, ConfigErrors& errors) const {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <thread>
 
 namespace mmserve {
 namespace {
@@ -42,11 +41,8 @@ Result<std::unique_ptr<LlamaEncoder>> LlamaEncoder::Create(const llama_model* mo
   params.n_ubatch = static_cast<uint32_t>(n_batch);  // encoders take a whole batch in one ubatch
   params.n_seq_max = static_cast<uint32_t>(
       std::min<size_t>(static_cast<size_t>(options.n_parallel), llama_max_parallel_sequences()));
-  const int threads = options.n_threads > 0
-                          ? options.n_threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  params.n_threads = threads;
-  params.n_threads_batch = threads;
+  params.n_threads = ThreadCount(options);
+  params.n_threads_batch = params.n_threads;
   params.embeddings = true;
   params.no_perf = true;
   if (task == EncoderTask::kRerank) {

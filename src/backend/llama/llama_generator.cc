@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <thread>
 
 namespace mmserve {
 namespace {
@@ -50,11 +49,8 @@ Result<std::unique_ptr<LlamaGenerator>> LlamaGenerator::Create(const llama_model
   params.kv_unified = false;  // one KV stream per sequence: results do not depend on neighbours
   params.n_batch = static_cast<uint32_t>(std::min(options.n_batch, n_ctx_seq * n_seq));
   params.n_ubatch = params.n_batch;
-  const int threads = options.n_threads > 0
-                          ? options.n_threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  params.n_threads = threads;
-  params.n_threads_batch = threads;
+  params.n_threads = ThreadCount(options);
+  params.n_threads_batch = params.n_threads;
   params.no_perf = true;
   LlamaContextPtr context(llama_init_from_model(const_cast<llama_model*>(model), params));
   if (!context) return Internal("llama.cpp could not create a context (see its log)");

@@ -23,4 +23,7 @@ struct LlamaOptions {
 
 LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors);
 
+// params.n_threads, or every core when it is 0.
+int ThreadCount(const LlamaOptions& options);
+
 }  // namespace mmserve

@@ -14,10 +14,13 @@
 #include "runtime/host_runtime.h"
 #include "service/inference_service.h"
 #include "testing/models.h"
+#include "testing/service_util.h"
 #include "testing/test_util.h"
 
 namespace mmserve {
 namespace {
+
+using testing::Submit;
 
 using ::testing::HasSubstr;
 using testing::GeneratedModel;
@@ -43,14 +46,6 @@ class LlamaBackendTest : public ::testing::Test {
     return service;
   }
 
-  static std::future<Result<InferResponse>> Submit(InferenceService& s,
-                                                   std::unique_ptr<InferRequest> r) {
-    auto p = std::make_shared<std::promise<Result<InferResponse>>>();
-    auto f = p->get_future();
-    r->done = [p](Result<InferResponse> result) { p->set_value(std::move(result)); };
-    s.Submit(std::move(r));
-    return f;
-  }
 
   static std::unique_ptr<InferRequest> Embed(const std::vector<std::string>& texts,
                                              bool truncate = false) {

@@ -1,0 +1,15 @@
+# Shared by the bench/*.sh scripts (sourced): a temp dir cleaned on exit with every server the
+# script started, a free loopback port, and waiting for a URL to answer 200.
+TMP="$(mktemp -d)"
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
+THREADS="$(nproc)"
+LOAD="$ROOT/build/bench/http_load"
+SERVER="$ROOT/.deps/llama-tools-build/bin/llama-server"
+MMSERVE="$ROOT/build/src/app/mmserve"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_ok() { for _ in $(seq 1 900); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; return 1; }
+# ensure_model FILE SIZE: generates the SIZE models when FILE is missing.
+ensure_model() { [[ -f "$1" ]] || MMSERVE_MODEL_SIZES="$2" bash "$ROOT/scripts/setup.sh" >/dev/null; }
+# stop PID: stops a server started in the background and waits for it.
+stop() { kill "$1"; wait "$1" 2>/dev/null || true; }

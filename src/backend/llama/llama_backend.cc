@@ -156,7 +156,9 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
     source += " + KV cache " + std::to_string(n_seq) + " x " + std::to_string(n_ctx_seq) +
               " cells";
   } else {
-    per_instance += n_batch * gguf.n_embd * 4 * 24;  // activations of a full token budget
+    // Activations of a full token budget: per token ~9 floats per embedding dimension plus ~940
+    // (fitted to llama.cpp's compute buffers for BERT at 64 and 768 dimensions).
+    per_instance += n_batch * (9 * gguf.n_embd + 940) * 4;
     per_instance += n_batch * 1024;                  // outputs
   }
   return MemoryEstimate{.bytes = gguf.weights_bytes + gguf.n_vocab * kBytesPerVocabEntry +

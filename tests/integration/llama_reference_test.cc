@@ -9,6 +9,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -48,6 +49,8 @@ class LlamaReferenceTest : public ::testing::Test {
     const std::string yaml = "models:\n  - name: llm\n    path: " +
                              GeneratedModel("llama-tiny.gguf") +
                              "\n    task: generate\n    params: {n_ctx: 512}\n"
+                             "  - name: llm1\n    path: " + GeneratedModel("llama-tiny.gguf") +
+                             "\n    task: generate\n    params: {n_ctx: 8192, n_parallel: 1}\n"
                              "  - name: embedder\n    path: " +
                              GeneratedModel("bert-tiny.gguf") +
                              "\n    task: embed\n  - name: reranker\n    path: " +
@@ -183,6 +186,35 @@ TEST_F(LlamaReferenceTest, StreamingSendsEachPieceThenTheCompleteResponse) {
   EXPECT_EQ(last["parameters"]["finish_reason"], "length");
   EXPECT_EQ(pieces, last["outputs"][0]["data"][0].get<std::string>());
   EXPECT_EQ(client.Get("/v2/health/live").status, 200) << "the connection stays usable";
+}
+
+TEST_F(LlamaReferenceTest, AClientThatHangsUpCancelsItsGenerationAndFreesTheSlot) {
+  // llm1 has a single slot: if the abandoned 8000-token generation kept running (seconds),
+  // the next request would wait for it.
+  const json long_body = {{"inputs", {{{"name", "PROMPT"}, {"datatype", "BYTES"}, {"shape", {1}},
+                                       {"data", {"Once upon a time"}}}}},
+                          {"parameters", {{"max_tokens", 8000}}}};
+  const std::string text = long_body.dump();
+  const std::string request = "POST /v2/models/llm1/infer HTTP/1.1\r\nHost: x\r\n"
+                              "Content-Type: application/json\r\nContent-Length: " +
+                              std::to_string(text.size()) + "\r\n\r\n" + text;
+  {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::socket socket(ioc);
+    socket.connect({boost::asio::ip::make_address("127.0.0.1"),
+                    static_cast<unsigned short>(server_->port())});
+    boost::asio::write(socket, boost::asio::buffer(request));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // generating by now
+  }  // the client hangs up
+  HttpClient client(server_->port());
+  const auto start = std::chrono::steady_clock::now();
+  auto res = client.Post("/v2/models/llm1/infer",
+                         json{{"inputs", {{{"name", "PROMPT"}, {"datatype", "BYTES"},
+                                           {"shape", {1}}, {"data", {"hi"}}}}},
+                              {"parameters", {{"max_tokens", 4}}}}.dump());
+  EXPECT_EQ(res.status, 200) << res.body;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500))
+      << "the next request waited for the abandoned generation";
 }
 
 }  // namespace

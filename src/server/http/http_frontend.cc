@@ -1,5 +1,8 @@
 #include "server/http/http_frontend.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -96,16 +99,39 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     stream_.expires_never();  // a request may wait on its model for as long as its deadline
     auto self = shared_from_this();
+    const uint64_t request = ++requests_;
     shared_.router.Handle(
         parser_->release(),
         [self](HttpResponse res) {
           net::dispatch(self->stream_.get_executor(),
                         [self, res = std::move(res)]() mutable { self->Write(std::move(res)); });
         },
-        [self](std::function<void()> task) {
-          net::post(self->stream_.get_executor(), std::move(task));
-        },
-        [self]() -> std::shared_ptr<HttpStream> { return std::make_shared<Stream>(self); });
+        HttpConnection{
+            .post =
+                [self](std::function<void()> task) {
+                  net::post(self->stream_.get_executor(), std::move(task));
+                },
+            .open_stream = [self]() -> std::shared_ptr<HttpStream> {
+              return std::make_shared<Stream>(self);
+            },
+            .client_gone = [self] { return self->broken_.load(); }});
+    WatchForHangUp(request);
+  }
+
+  // While request `request` is pending, notices the client closing the connection (a readable
+  // socket with nothing to read) and marks it broken, so that its work can be cancelled. A
+  // pipelined next request makes the socket readable too; that is not a hang-up.
+  void WatchForHangUp(uint64_t request) {
+    stream_.socket().async_wait(
+        tcp::socket::wait_read, [self = shared_from_this(), request](beast::error_code ec) {
+          if (ec || request != self->requests_ || self->responded_ == request) return;
+          char byte;
+          const ssize_t n =
+              ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+            self->broken_ = true;
+          }
+        });
   }
 
   // The chunked-response side of a connection (server-sent events). Every method runs on the
@@ -123,6 +149,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   void StreamStart(HttpResponse headers) {
+    responded_ = requests_;
     if (shared_.draining) headers.keep_alive(false);
     stream_keep_alive_ = headers.keep_alive();
     header_.emplace(headers.result(), headers.version());
@@ -188,6 +215,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void Write(HttpResponse res, std::optional<http::status> status = std::nullopt) {
+    responded_ = requests_;
     if (status) res.result(*status);
     if (shared_.draining) res.keep_alive(false);
     auto response = std::make_shared<HttpResponse>(std::move(res));
@@ -239,6 +267,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool ending_ = false;
   bool stream_keep_alive_ = false;
   std::atomic<bool> broken_{false};
+  uint64_t requests_ = 0;   // requests read on this connection (strand only)
+  uint64_t responded_ = 0;  // the last one whose answer started (strand only)
 };
 
 }  // namespace

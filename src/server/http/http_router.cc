@@ -64,8 +64,7 @@ HttpResponse HttpRouter::ErrorResponse(const Status& status, unsigned version, b
                       keep_alive);
 }
 
-void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpPost post,
-                        HttpOpenStream open_stream) {
+void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection connection) {
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
   std::string target(request.target());
@@ -111,7 +110,7 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpPost post,
       res.result(http::status::method_not_allowed);
       return reply(std::move(res));
     }
-    if (action == "infer") return HandleInfer(std::move(request), m[1].str(), version, reply, post, open_stream);
+    if (action == "infer") return HandleInfer(std::move(request), m[1].str(), version, reply, std::move(connection));
     return HandleModel(request, m[1].str(), version, action, reply);
   }
   reply(ErrorResponse(NotFound("no route for " + std::string(request.method_string()) + " " +
@@ -133,7 +132,8 @@ void HttpRouter::HandleModel(const HttpRequest& request, const std::string& name
 }
 
 void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64_t version,
-                             HttpReply reply, HttpPost post, HttpOpenStream open_stream) {
+                             HttpReply reply, HttpConnection connection) {
+  HttpPost post = connection.post;
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
   std::optional<size_t> header_length;
@@ -174,7 +174,8 @@ void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64
     const bool* on = std::get_if<bool>(&it->second);
     if (!on) return reply(ErrorResponse(InvalidArgument("parameters.stream: expected true or false"), v, ka));
     if (*on) {
-      return StreamInfer(std::move(infer), std::move(ctx), v, ka, std::move(post), open_stream());
+      return StreamInfer(std::move(infer), std::move(ctx), v, ka, std::move(post),
+                         connection.open_stream());
     }
   }
   auto respond = [reply = std::move(reply), ctx = std::move(ctx), v,
@@ -193,6 +194,8 @@ void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64
     res.prepare_payload();
     reply(std::move(res));
   };
+  // A streaming backend asks after every piece whether to go on: stop when the client left.
+  infer->on_partial = [gone = connection.client_gone](const InferResponse&) { return !gone(); };
   infer->done = [post = std::move(post), respond = std::move(respond)](
                     Result<InferResponse> result) mutable {
     post([respond = std::move(respond), result = std::move(result)]() mutable {

@@ -32,12 +32,19 @@ class HttpStream {
 };
 using HttpOpenStream = std::function<std::shared_ptr<HttpStream>()>;
 
+// What a handler may know about its connection while the answer is pending. Any thread.
+struct HttpConnection {
+  HttpPost post;
+  HttpOpenStream open_stream;
+  std::function<bool()> client_gone;  // true once the client closed the connection
+};
+
 class HttpRouter {
  public:
   // `service` is not owned and outlives the router.
   explicit HttpRouter(InferenceService& service) : service_(service) {}
 
-  void Handle(HttpRequest request, HttpReply reply, HttpPost post, HttpOpenStream open_stream);
+  void Handle(HttpRequest request, HttpReply reply, HttpConnection connection);
 
   // {"error": message} with the status that `status` maps to.
   static HttpResponse ErrorResponse(const Status& status, unsigned version, bool keep_alive);
@@ -48,7 +55,7 @@ class HttpRouter {
   void HandleModel(const HttpRequest& request, const std::string& name, int64_t version,
                    const std::string& action, HttpReply reply);
   void HandleInfer(HttpRequest request, const std::string& name, int64_t version,
-                   HttpReply reply, HttpPost post, HttpOpenStream open_stream);
+                   HttpReply reply, HttpConnection connection);
   // With the request parameter "stream": true — each partial output (a generated token's text)
   // is an SSE event `data: <infer response JSON>`; the last event is the complete response.
   void StreamInfer(std::unique_ptr<InferRequest> infer, ResponseContext ctx, unsigned version,

@@ -4,7 +4,8 @@
 # llama.cpp bundle, same model file, same thread count, one after the
 # other in one run. llama-server is tuned for the load: -np C slots, -ub/-b 2048 (one decode can
 # take every waiting text), -c C x the model's context (so each slot keeps the full 512).
-#   bench/embeddings.sh [tiny|base]    (BENCH_SECONDS=20 BENCH_CONCURRENCY=64)
+#   bench/embeddings.sh [tiny|base]    (BENCH_SECONDS=20 BENCH_CONCURRENCY=64; BENCH_BINARY=true
+#   asks mmserve for binary output tensors instead of JSON numbers)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZE="${1:-tiny}"
@@ -30,7 +31,8 @@ YAML
 "$MMSERVE" --log-level warn serve "$TMP/m.yaml" --port "$P1" --lock-dir "$TMP/locks" &
 MM_PID=$!
 wait_ok "127.0.0.1:$P1/v2/health/ready"
-printf '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[1],"data":["%s"]}]}' "$TEXT" >"$TMP/kserve.json"
+printf '{"parameters":{"binary_data_output":%s},"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[1],"data":["%s"]}]}' \
+  "${BENCH_BINARY:-false}" "$TEXT" >"$TMP/kserve.json"
 MM="$("$LOAD" --port "$P1" --path /v2/models/embedder/infer --body-file "$TMP/kserve.json" \
       --expect EMBEDDING --concurrency "$C" --seconds "$SECS" --warmup 2)"
 stop "$MM_PID"

@@ -20,6 +20,26 @@ using Clock = std::chrono::steady_clock;
 using ParamValue = std::variant<bool, int64_t, double, std::string>;
 using RequestParams = std::map<std::string, ParamValue>;
 
+// Typed reads of request parameters: the fallback when the key is absent or of another type.
+inline bool BoolParam(const RequestParams& params, const std::string& key, bool fallback) {
+  auto it = params.find(key);
+  const bool* b = it == params.end() ? nullptr : std::get_if<bool>(&it->second);
+  return b ? *b : fallback;
+}
+template <typename T>  // integers and floating-point values, converted to T
+T NumberParam(const RequestParams& params, const std::string& key, T fallback) {
+  auto it = params.find(key);
+  if (it == params.end()) return fallback;
+  if (const auto* i = std::get_if<int64_t>(&it->second)) return static_cast<T>(*i);
+  if (const auto* d = std::get_if<double>(&it->second)) return static_cast<T>(*d);
+  return fallback;
+}
+inline std::string StringParam(const RequestParams& params, const std::string& key) {
+  auto it = params.find(key);
+  const std::string* s = it == params.end() ? nullptr : std::get_if<std::string>(&it->second);
+  return s ? *s : std::string();
+}
+
 struct InferResponse {
   std::vector<Tensor> outputs;
   RequestParams parameters;
@@ -39,6 +59,14 @@ struct InferRequest {
   Clock::time_point arrival = Clock::now();
   // Called exactly once with the outcome, on whichever thread finishes the request.
   InferCallback done;
+  // The input named `name`, or null.
+  const Tensor* input(const std::string& name) const {
+    for (const auto& t : inputs) {
+      if (t.name() == name) return &t;
+    }
+    return nullptr;
+  }
+
   // Streaming backends call this with each partial output (e.g. a token's text) before `done`;
   // it returns false when the client has gone away, which cancels the request. Optional.
   std::function<bool(const InferResponse&)> on_partial;

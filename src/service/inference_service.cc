@@ -188,6 +188,11 @@ Result<ModelInfo> InferenceService::GetModel(const std::string& name, int64_t ve
   return Snapshot(*entry);
 }
 
+int64_t InferenceService::ServedVersion(const std::string& name) const {
+  const Entry* entry = FindEntry(name);
+  return entry ? entry->config.version : 0;
+}
+
 std::vector<ModelInfo> InferenceService::ListModels() const {
   std::vector<ModelInfo> out;
   for (const auto& m : config_.models) out.push_back(Snapshot(*FindEntry(m.name)));

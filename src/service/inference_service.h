@@ -58,6 +58,8 @@ class InferenceService {
   // NotFound for an unknown model, or a version it does not serve (0 = the served version).
   Result<ModelInfo> GetModel(const std::string& name, int64_t version = 0) const;
   std::vector<ModelInfo> ListModels() const;
+  // The version a request for `name` is served by (0 for an unknown model). Cheap: no copy.
+  int64_t ServedVersion(const std::string& name) const;
 
   // Validates `request` against the model and queues it. Always takes ownership: the outcome,
   // including a rejection, is delivered through request->done exactly once.

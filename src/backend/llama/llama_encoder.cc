@@ -7,19 +7,6 @@
 namespace mmserve {
 namespace {
 
-const Tensor* FindInput(const InferRequest& request, const std::string& name) {
-  for (const auto& t : request.inputs) {
-    if (t.name() == name) return &t;
-  }
-  return nullptr;
-}
-
-bool BoolParam(const InferRequest& request, const std::string& key, bool fallback) {
-  auto it = request.parameters.find(key);
-  if (it == request.parameters.end() || !std::holds_alternative<bool>(it->second)) return fallback;
-  return std::get<bool>(it->second);
-}
-
 void NormalizeL2(const float* in, float* out, int n) {
   double sum = 0.0;  // accumulate in double, as llama.cpp's common_embd_normalize does
   for (int i = 0; i < n; ++i) sum += in[i] * in[i];
@@ -119,9 +106,9 @@ Status LlamaEncoder::Fit(std::vector<llama_token>& tokens, bool truncate, const 
 
 Status LlamaEncoder::Prepare(size_t item, const InferRequest& request, std::vector<Sequence>& out,
                              std::vector<uint8_t>& truncated) const {
-  const bool truncate = BoolParam(request, "truncate", options_.truncate);
+  const bool truncate = BoolParam(request.parameters, "truncate", options_.truncate);
   if (task_ == EncoderTask::kEmbed) {
-    const Tensor* text = FindInput(request, "TEXT");
+    const Tensor* text = request.input("TEXT");
     if (!text) return InvalidArgument("missing input 'TEXT'");
     const auto texts = text->BytesElements();
     for (size_t i = 0; i < texts.size(); ++i) {
@@ -135,8 +122,8 @@ Status LlamaEncoder::Prepare(size_t item, const InferRequest& request, std::vect
   }
   // Rerank: one sequence per (query, document) pair, built as llama-server builds it:
   // [BOS] query [EOS] [SEP] document [EOS], each special token as the vocabulary asks.
-  const Tensor* query = FindInput(request, "QUERY");
-  const Tensor* docs = FindInput(request, "DOCUMENTS");
+  const Tensor* query = request.input("QUERY");
+  const Tensor* docs = request.input("DOCUMENTS");
   if (!query || !docs) return InvalidArgument("rerank needs inputs 'QUERY' and 'DOCUMENTS'");
   const auto q = query->BytesElements();
   if (q.size() != 1) return InvalidArgument("QUERY: expected exactly one query");

@@ -6,22 +6,6 @@
 namespace mmserve {
 namespace {
 
-template <typename T>
-T Param(const InferRequest& r, const std::string& key, T fallback) {
-  auto it = r.parameters.find(key);
-  if (it == r.parameters.end()) return fallback;
-  if (const auto* i = std::get_if<int64_t>(&it->second)) return static_cast<T>(*i);
-  if (const auto* d = std::get_if<double>(&it->second)) return static_cast<T>(*d);
-  return fallback;
-}
-
-std::string StringParam(const InferRequest& r, const std::string& key) {
-  auto it = r.parameters.find(key);
-  if (it == r.parameters.end()) return {};
-  const auto* s = std::get_if<std::string>(&it->second);
-  return s ? *s : std::string();
-}
-
 // The length of the longest prefix of `s` that does not end inside a UTF-8 character: a token
 // piece may carry only the first bytes of one, and a partial must not split it.
 size_t CompleteUtf8Prefix(std::string_view s) {
@@ -128,12 +112,9 @@ Result<std::string> LlamaGenerator::RenderChat(const Tensor& roles, const Tensor
 
 Status LlamaGenerator::Prepare(Slot& slot) {
   const InferRequest& r = *slot.request;
-  const Tensor *prompt = nullptr, *roles = nullptr, *contents = nullptr;
-  for (const auto& t : r.inputs) {
-    if (t.name() == "PROMPT") prompt = &t;
-    if (t.name() == "ROLES") roles = &t;
-    if (t.name() == "CONTENTS") contents = &t;
-  }
+  const Tensor* prompt = r.input("PROMPT");
+  const Tensor* roles = r.input("ROLES");
+  const Tensor* contents = r.input("CONTENTS");
   std::string rendered;
   if (roles || contents) {
     if (!roles || !contents || prompt) {
@@ -159,17 +140,17 @@ Status LlamaGenerator::Prepare(Slot& slot) {
   }
   tokens.resize(static_cast<size_t>(std::max(n, 0)));
   if (tokens.empty()) return InvalidArgument("PROMPT: the prompt has no tokens");
-  slot.max_tokens = Param<int>(r, "max_tokens", 128);
+  slot.max_tokens = NumberParam<int>(r.parameters, "max_tokens", 128);
   if (slot.max_tokens < 1) return InvalidArgument("parameter max_tokens: expected at least 1");
   if (static_cast<int>(tokens.size()) + 1 > n_ctx_seq_) {
     return InvalidArgument("PROMPT has " + std::to_string(tokens.size()) +
                            " tokens; this model's context holds " + std::to_string(n_ctx_seq_) +
                            " per sequence (params.n_ctx)");
   }
-  const float temperature = Param<float>(r, "temperature", 0.0f);
+  const float temperature = NumberParam<float>(r.parameters, "temperature", 0.0f);
   if (temperature < 0) return InvalidArgument("parameter temperature: expected >= 0");
   auto chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
-  const float repeat_penalty = Param<float>(r, "repeat_penalty", 1.0f);
+  const float repeat_penalty = NumberParam<float>(r.parameters, "repeat_penalty", 1.0f);
   if (repeat_penalty != 1.0f) {
     if (repeat_penalty <= 0) {
       llama_sampler_free(chain);
@@ -181,16 +162,18 @@ Status LlamaGenerator::Prepare(Slot& slot) {
   if (temperature == 0.0f) {
     llama_sampler_chain_add(chain, llama_sampler_init_greedy());
   } else {
-    const int top_k = Param<int>(r, "top_k", 40);
+    const int top_k = NumberParam<int>(r.parameters, "top_k", 40);
     if (top_k > 0) llama_sampler_chain_add(chain, llama_sampler_init_top_k(top_k));
-    llama_sampler_chain_add(chain, llama_sampler_init_top_p(Param<float>(r, "top_p", 1.0f), 1));
-    llama_sampler_chain_add(chain, llama_sampler_init_min_p(Param<float>(r, "min_p", 0.0f), 1));
+    const float top_p = NumberParam<float>(r.parameters, "top_p", 1.0f);
+    const float min_p = NumberParam<float>(r.parameters, "min_p", 0.0f);
+    llama_sampler_chain_add(chain, llama_sampler_init_top_p(top_p, 1));
+    llama_sampler_chain_add(chain, llama_sampler_init_min_p(min_p, 1));
     llama_sampler_chain_add(chain, llama_sampler_init_temp(temperature));
-    llama_sampler_chain_add(chain,
-                            llama_sampler_init_dist(Param<uint32_t>(r, "seed", LLAMA_DEFAULT_SEED)));
+    const auto seed = NumberParam<uint32_t>(r.parameters, "seed", LLAMA_DEFAULT_SEED);
+    llama_sampler_chain_add(chain, llama_sampler_init_dist(seed));
   }
   slot.sampler.reset(chain);
-  slot.stop = StringParam(r, "stop");
+  slot.stop = StringParam(r.parameters, "stop");
   slot.prompt = std::move(tokens);
   return Status::Ok();
 }

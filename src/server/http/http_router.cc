@@ -110,7 +110,9 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
       res.result(http::status::method_not_allowed);
       return reply(std::move(res));
     }
-    if (action == "infer") return HandleInfer(std::move(request), m[1].str(), version, reply, std::move(connection));
+    if (action == "infer") {
+      return HandleInfer(std::move(request), m[1].str(), version, reply, std::move(connection));
+    }
     return HandleModel(request, m[1].str(), version, action, reply);
   }
   reply(ErrorResponse(NotFound("no route for " + std::string(request.method_string()) + " " +
@@ -167,12 +169,14 @@ void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64
   infer->model_version = version;
   ResponseContext ctx = std::move(parsed->response);
   ctx.model_name = name;
-  if (auto info = service_.GetModel(name, version); info.ok()) {
-    ctx.model_version = info->config.version;
-  }
+  // A per-request snapshot of the model would copy its whole config: ask for the version only.
+  ctx.model_version = service_.ServedVersion(name);
   if (auto it = infer->parameters.find("stream"); it != infer->parameters.end()) {
     const bool* on = std::get_if<bool>(&it->second);
-    if (!on) return reply(ErrorResponse(InvalidArgument("parameters.stream: expected true or false"), v, ka));
+    if (!on) {
+      return reply(
+          ErrorResponse(InvalidArgument("parameters.stream: expected true or false"), v, ka));
+    }
     if (*on) {
       return StreamInfer(std::move(infer), std::move(ctx), v, ka, std::move(post),
                          connection.open_stream());

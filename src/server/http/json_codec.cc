@@ -167,11 +167,6 @@ Result<RequestParams> ParseParameters(const json& params, const std::string& whe
   return out;
 }
 
-bool BoolParam(const RequestParams& p, const std::string& key) {
-  auto it = p.find(key);
-  return it != p.end() && std::holds_alternative<bool>(it->second) && std::get<bool>(it->second);
-}
-
 Result<Shape> ParseShape(const json& shape, const std::string& where) {
   if (!shape.is_array()) return InvalidArgument(where + ": expected an array of integers");
   Shape out;
@@ -279,7 +274,7 @@ Result<ParsedInferRequest> ParseInferRequest(const std::string& body,
     return InvalidArgument("the body has " + std::to_string(body.size() - binary_offset) +
                            " binary bytes that no input's binary_data_size accounts for");
   }
-  parsed.response.all_binary = BoolParam(request.parameters, "binary_data_output");
+  parsed.response.all_binary = BoolParam(request.parameters, "binary_data_output", false);
   if (doc.contains("outputs")) {
     if (!doc["outputs"].is_array()) return InvalidArgument("outputs: expected an array");
     for (size_t i = 0; i < doc["outputs"].size(); ++i) {
@@ -291,7 +286,7 @@ Result<ParsedInferRequest> ParseInferRequest(const std::string& body,
       MMS_ASSIGN_OR_RETURN(RequestParams p,
                            ParseParameters(o.value("parameters", json()), where + ".parameters"));
       request.requested_outputs.push_back(o["name"].get<std::string>());
-      if (BoolParam(p, "binary_data")) parsed.response.binary.push_back(o["name"]);
+      if (BoolParam(p, "binary_data", false)) parsed.response.binary.push_back(o["name"]);
     }
   }
   parsed.response.id = request.id;

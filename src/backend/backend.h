@@ -11,6 +11,7 @@
 // Backends never see HTTP, JSON or YAML: they see ModelConfig, tensors and typed params.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -48,12 +49,31 @@ enum class ExecutionStyle {
   kContinuous,  // the instance owns an iteration loop and admits sequences into slots
 };
 
+// Where an execution is, for the watchdog's report. Backends move it forward as they go.
+enum class Stage : int { kQueued, kPreprocess, kExecute, kPostprocess };
+std::string_view StageName(Stage stage);  // "queued", "preprocess", ...
+
+// One execution of a batch: the requests, the batch size to run them at, and its progress.
+struct Execution {
+  BatchView items;
+  // The batch size the engine runs: the smallest allowed tier that holds items.size() (a model
+  // compiled for fixed gears pads the rest), or items.size() when the model has no tiers.
+  int tier = 0;
+  // Written by the worker thread, read by the watchdog thread.
+  std::atomic<Stage> stage{Stage::kPreprocess};
+  void set_stage(Stage s) { stage.store(s, std::memory_order_relaxed); }
+};
+
 class Instance {
  public:
   virtual ~Instance() = default;
   // Runs one batch, filling each item's result. A non-OK return fails every request in the
   // batch with that status. Called only from the instance's own worker thread.
-  virtual Status Execute(BatchView batch) = 0;
+  virtual Status Execute(Execution& execution) = 0;
+  // Asks the execution in progress to return as soon as it can (the watchdog found it hung);
+  // the worker then destroys this instance and creates a fresh one. Returns false when the
+  // engine cannot be interrupted. Any thread; the instance outlives the call.
+  virtual bool Abort() { return false; }
 };
 
 // The instance of a kContinuous session: it owns an iteration loop over sequences in slots.
@@ -62,7 +82,7 @@ class Instance {
 // the instance's own worker thread.
 class ContinuousInstance : public Instance {
  public:
-  Status Execute(BatchView) final {
+  Status Execute(Execution&) final {
     return Internal("a continuous instance does not execute batches");
   }
   virtual int free_slots() const = 0;
@@ -85,6 +105,9 @@ class Session {
   virtual Result<std::unique_ptr<Instance>> CreateInstance(int index) = 0;
   // Asks executions in progress to return early (shutdown of a hung model). Any thread.
   virtual void Interrupt() {}
+  // The batch sizes the model was compiled for (Ascend dynamic-batch gears), ascending; empty
+  // when any size up to max_batch runs as is. Any thread.
+  virtual std::vector<int> batch_tiers() const { return {}; }
   // Engine counters for stats and tests (e.g. decodes, sequences). Any thread.
   virtual std::map<std::string, int64_t> counters() const { return {}; }
 };

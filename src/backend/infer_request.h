@@ -54,7 +54,7 @@ struct InferRequest {
   std::vector<Tensor> inputs;
   std::vector<std::string> requested_outputs;  // empty: every output
   RequestParams parameters;
-  int priority = 0;                    // 0: the model's default
+  int priority = 0;                    // 1 (highest) .. kMaxPriorityLevel; 0: the model's default
   Clock::time_point deadline = Clock::time_point::max();
   Clock::time_point arrival = Clock::now();
   // Called exactly once with the outcome, on whichever thread finishes the request.
@@ -70,6 +70,10 @@ struct InferRequest {
   // Streaming backends call this with each partial output (e.g. a token's text) before `done`;
   // it returns false when the client has gone away, which cancels the request. Optional.
   std::function<bool(const InferResponse&)> on_partial;
+  // True once whoever asked no longer wants the answer (the client disconnected, the job was
+  // deleted): a queued request is then answered Cancelled without being executed. Any thread;
+  // optional.
+  std::function<bool()> cancelled;
 };
 
 // One request of a batch and the slot for its outcome. Backends fill `result` per request, so a

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -71,6 +73,12 @@ json ToJson(const YAML::Node& node, const std::string& path, const std::string& 
     default:
       return nullptr;
   }
+}
+
+std::string JoinInts(const std::vector<int>& values) {
+  std::vector<std::string> parts;
+  for (int v : values) parts.push_back(std::to_string(v));
+  return Join(parts, ", ");
 }
 
 // ---- field readers shared by global and models ---------------------------------------------
@@ -211,6 +219,12 @@ class Parser {
                           .value_or(std::chrono::milliseconds(kMaxTimeoutMs));
     g.log_level = r.String("log_level", g.log_level,
                            {"trace", "debug", "info", "warn", "error", "critical", "off"});
+    if (auto jobs = r.Map("jobs")) {
+      ParamReader j(*jobs, errors_);
+      g.jobs.max = j.Int("max", g.jobs.max, 1, 1'000'000);
+      g.jobs.ttl = ReadDuration(j, "ttl", g.jobs.ttl).value_or(std::chrono::milliseconds(kMaxTimeoutMs));
+      j.Finish();
+    }
     r.Finish();
     return g;
   }
@@ -240,6 +254,13 @@ class Parser {
     m.batch_size = static_cast<int>(r.Int("batch_size", m.batch_size, 1, 4096));
     m.max_batch = static_cast<int>(r.Int("max_batch", std::max(m.batch_size, 1), 1, 4096));
     m.dynamic_batch = r.Bool("dynamic_batch", m.dynamic_batch);
+    for (int64_t tier : r.IntList("batch_tiers", 1, 4096)) {
+      m.batch_tiers.push_back(static_cast<int>(tier));
+    }
+    if (r.Has("batch_tiers") && !r.Has("max_batch") && !m.batch_tiers.empty()) {
+      m.max_batch = *std::max_element(m.batch_tiers.begin(), m.batch_tiers.end());
+    }
+    m.preserve_ordering = r.Bool("preserve_ordering", m.preserve_ordering);
     m.max_queue_delay =
         std::chrono::milliseconds(r.Int("max_queue_delay_ms", m.max_queue_delay.count(), 0, 60'000));
     m.preprocess = r.String("preprocess", "");
@@ -253,11 +274,16 @@ class Parser {
                  ? LoadMode::kOnDemand
                  : LoadMode::kStartup;
     m.keep_alive = ReadDuration(r, "keep_alive", global.keep_alive);
-    if (auto queue = r.Map("queue")) {
-      ParamReader q(*queue, errors_);
-      m.queue.max_size = q.Int("max_size", m.queue.max_size, 1, 1'000'000);
-      q.Finish();
+    if (auto queue = r.Map("queue")) ReadQueue(*queue, m);
+    if (auto breaker = r.Map("breaker")) {
+      ParamReader b(*breaker, errors_);
+      m.breaker.failures = static_cast<int>(b.Int("failures", m.breaker.failures, 0, 1'000'000));
+      m.breaker.cooldown = std::chrono::milliseconds(
+          b.Int("cooldown_ms", m.breaker.cooldown.count(), 1, kMaxTimeoutMs));
+      b.Finish();
     }
+    m.watchdog_margin = std::chrono::milliseconds(
+        r.Int("watchdog_margin_ms", m.watchdog_margin.count(), 1, kMaxTimeoutMs));
     const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
     for (int64_t core : r.IntList("cpu_affinity", 0, cores - 1)) {
       m.cpu_affinity.push_back(static_cast<int>(core));
@@ -266,6 +292,36 @@ class Parser {
     r.Finish();
     CheckModelRules(r, m, path_text);
     return m;
+  }
+
+  // queue: {max_size, levels: {<level>: {max_size, timeout_ms}}}. Reads after timeout_ms.
+  void ReadQueue(const Params& queue, ModelConfig& m) {
+    ParamReader q(queue, errors_);
+    m.queue.max_size = q.Int("max_size", m.queue.max_size, 1, 1'000'000);
+    if (auto levels = q.Map("levels")) {
+      ParamReader l(*levels, errors_);
+      for (const auto& [key, value] : levels->value().items()) {
+        int level = 0;
+        auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), level);
+        if (ec != std::errc() || end != key.data() + key.size() || level < 1 ||
+            level > kMaxPriorityLevel) {
+          (void)l.Raw(key);
+          l.Error(key, "a priority level in 1.." + std::to_string(kMaxPriorityLevel),
+                  "\"" + key + "\"");
+          continue;
+        }
+        auto policy = l.Map(key);
+        if (!policy) continue;
+        ParamReader p(*policy, errors_);
+        LevelPolicy& lp = m.queue.levels[level];
+        lp.max_size = p.Int("max_size", m.queue.max_size, 1, 1'000'000);
+        lp.timeout = std::chrono::milliseconds(
+            p.Int("timeout_ms", m.timeout.count(), 1, kMaxTimeoutMs));
+        p.Finish();
+      }
+      l.Finish();
+    }
+    q.Finish();
   }
 
   void ResolveBackend(ParamReader& r, ModelConfig& m, const std::string& path_text) {
@@ -296,6 +352,18 @@ class Parser {
     if (m.max_batch < m.batch_size) {
       r.Error("max_batch", "at least batch_size (" + std::to_string(m.batch_size) + ")",
               std::to_string(m.max_batch));
+    }
+    if (!m.batch_tiers.empty()) {
+      const auto& t = m.batch_tiers;
+      if (!std::is_sorted(t.begin(), t.end()) ||
+          std::adjacent_find(t.begin(), t.end()) != t.end()) {
+        r.Error("batch_tiers", "batch sizes in ascending order, each once",
+                "[" + JoinInts(t) + "]");
+      } else if (t.back() != m.max_batch) {
+        r.Error("batch_tiers",
+                "a largest tier equal to max_batch (" + std::to_string(m.max_batch) + ")",
+                std::to_string(t.back()));
+      }
     }
     if (m.backend.empty()) return;  // already reported
     const auto tasks = catalog_.Tasks(m.backend);

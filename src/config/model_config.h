@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,8 +21,22 @@ enum class LoadMode { kStartup, kOnDemand };
 inline constexpr int kMaxPriorityLevel = 9;
 inline constexpr int kDefaultPriority = 2;
 
+// The queue policy of one priority level (Triton's ModelQueuePolicy).
+struct LevelPolicy {
+  int64_t max_size = 1024;  // queued requests of this level; beyond it: 429
+  std::chrono::milliseconds timeout{30'000};  // default request timeout at this level
+};
+
 struct QueueConfig {
-  int64_t max_size = 1024;  // queued requests per model; beyond it: 429
+  int64_t max_size = 1024;  // per level, unless the level says otherwise
+  // Levels with their own policy; the others use max_size and the model's timeout_ms.
+  std::map<int, LevelPolicy> levels;
+};
+
+// Consecutive timeouts or failures that take a model out of service, and for how long.
+struct BreakerConfig {
+  int failures = 5;  // 0 = never open
+  std::chrono::milliseconds cooldown{10'000};
 };
 
 struct ModelConfig {
@@ -36,6 +51,10 @@ struct ModelConfig {
   // How long a worker holding a partial batch waits for it to fill (0 = take what is queued).
   std::chrono::milliseconds max_queue_delay{0};
   bool dynamic_batch = false;
+  // Allowed batch sizes, ascending (Ascend ATC gears): a formed batch runs at the smallest tier
+  // that holds it. Empty: any size up to max_batch (or the model's own gears, when it has them).
+  std::vector<int> batch_tiers;
+  bool preserve_ordering = false;  // responses leave in arrival order (multi-worker models)
   std::string preprocess;      // e.g. resize_256_center_crop; "" = none
   std::string postprocess;     // e.g. nms_threshold_0.45; "" = none
   std::chrono::milliseconds timeout{30'000};
@@ -45,9 +64,19 @@ struct ModelConfig {
   // Idle time before unloading; nullopt = never (keep_alive: -1).
   std::optional<std::chrono::milliseconds> keep_alive;
   QueueConfig queue;
+  BreakerConfig breaker;
+  // An execution still running this long after its deadline is reported as hung.
+  std::chrono::milliseconds watchdog_margin{1'000};
   std::vector<int> cpu_affinity;  // cores for this model's workers; empty = no pinning
   Params params;
   SourceLocation where;           // the position of this model's entry in the file
+};
+
+// Asynchronous inference jobs: how many may be pending or unfetched, and how long a finished
+// job's result is kept.
+struct JobsConfig {
+  int64_t max = 1000;
+  std::chrono::milliseconds ttl{600'000};
 };
 
 struct GlobalConfig {
@@ -60,6 +89,7 @@ struct GlobalConfig {
   std::optional<std::chrono::milliseconds> keep_alive;  // default for models; nullopt = never
   std::chrono::milliseconds drain_timeout{10'000};      // graceful shutdown bound
   std::string log_level = "info";
+  JobsConfig jobs;
 };
 
 struct ServerConfig {

@@ -2,27 +2,113 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include "common/logging.h"
 
 namespace mmserve {
 namespace {
 
-Status PinCurrentThread(const std::vector<int>& cores) {
-  if (cores.empty()) return Status::Ok();
+using namespace std::chrono_literals;
+
+int64_t Nanos(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+int64_t Millis(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+// Pins and renices the calling thread, then reads back what it really got.
+WorkerInfo SetUpWorkerThread(const ModelScheduler::Options& o, int index) {
+  WorkerInfo info{.index = index, .tid = ::gettid()};
+  if (!o.cpu_affinity.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : o.cpu_affinity) CPU_SET(c, &set);
+    if (int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); rc != 0) {
+      spdlog::warn("model {} worker {}: pthread_setaffinity_np failed with error {}", o.model,
+                   index, rc);
+    }
+  }
+  // On Linux the nice value belongs to the thread; threads it starts (the engine's compute
+  // pool) inherit it.
+  if (o.nice != 0 && ::setpriority(PRIO_PROCESS, static_cast<id_t>(info.tid), o.nice) != 0) {
+    spdlog::warn("model {} worker {}: setpriority({}) failed", o.model, index, o.nice);
+  }
   cpu_set_t set;
   CPU_ZERO(&set);
-  for (int c : cores) CPU_SET(c, &set);
-  if (int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); rc != 0) {
-    return Internal("pthread_setaffinity_np failed with error " + std::to_string(rc));
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) info.cores.push_back(c);
+    }
   }
-  return Status::Ok();
+  errno = 0;
+  info.nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(info.tid));
+  return info;
+}
+
+CircuitBreaker::Outcome OutcomeOf(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk:
+    // The model answered; the request was at fault.
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kAlreadyExists:
+      return CircuitBreaker::Outcome::kSuccess;
+    case StatusCode::kCancelled:
+    case StatusCode::kResourceExhausted:
+      return CircuitBreaker::Outcome::kNeutral;
+    default:
+      return CircuitBreaker::Outcome::kFailure;
+  }
 }
 
 }  // namespace
 
+// A request from Enqueue() to Finish().
+struct ModelScheduler::Pending {
+  std::unique_ptr<InferRequest> request;  // moved into a continuous instance when admitted
+  InferCallback done;                     // taken exactly once, under mu_ once executing
+  uint64_t seq = 0;
+  int level = kDefaultPriority;
+  CircuitBreaker::Ticket ticket;
+  Clock::time_point enqueued;
+  Clock::time_point deadline;
+  Clock::time_point started;  // execution start; epoch while queued
+};
+
+// What a worker is executing now, for the watchdog.
+struct ModelScheduler::Running {
+  bool active = false;
+  bool reported = false;
+  Clock::time_point start;
+  Clock::time_point deadline;          // the latest deadline of the requests it serves
+  std::vector<Pending*> pendings;      // batch style; continuous: see active_
+  const Execution* execution = nullptr;  // batch style: its stage
+  int batch = 0;
+  Instance* instance = nullptr;
+};
+
+std::array<LevelPolicy, kMaxPriorityLevel + 1> ModelScheduler::Levels(
+    const QueueConfig& queue, std::chrono::milliseconds timeout) {
+  std::array<LevelPolicy, kMaxPriorityLevel + 1> levels;
+  for (auto& l : levels) l = {.max_size = queue.max_size, .timeout = timeout};
+  for (const auto& [level, policy] : queue.levels) levels[static_cast<size_t>(level)] = policy;
+  return levels;
+}
+
 ModelScheduler::ModelScheduler(Options options, Session& session)
-    : options_(std::move(options)), session_(session) {}
+    : options_(std::move(options)),
+      session_(session),
+      breaker_(options_.model, options_.breaker),
+      running_(static_cast<size_t>(options_.thread_num)),
+      active_(static_cast<size_t>(options_.thread_num)) {
+  stats_.workers.resize(static_cast<size_t>(options_.thread_num));
+}
 
 Result<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(Options options,
                                                               Session& session) {
@@ -30,6 +116,7 @@ Result<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(Options options,
   for (int i = 0; i < s->options_.thread_num; ++i) {
     s->workers_.emplace_back([p = s.get(), i](std::stop_token stop) { p->WorkerLoop(stop, i); });
   }
+  s->watchdog_ = std::jthread([p = s.get()](std::stop_token stop) { p->WatchdogLoop(stop); });
   std::unique_lock lock(s->mu_);
   s->cv_.wait(lock, [&] {
     return s->instances_ready_ == s->options_.thread_num || !s->instance_error_.ok();
@@ -45,33 +132,63 @@ Result<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(Options options,
 
 ModelScheduler::~ModelScheduler() {
   for (auto& w : workers_) w.request_stop();
+  watchdog_.request_stop();
   session_.Interrupt();
-  workers_.clear();  // joins
-  std::deque<std::unique_ptr<InferRequest>> left;
+  workers_.clear();  // joins; continuous instances cancel what they hold on the way out
+  watchdog_ = std::jthread();
+  std::vector<std::unique_ptr<Pending>> left;
   {
     std::lock_guard lock(mu_);
-    left.swap(queue_);
+    for (auto& q : queues_) {
+      for (auto& p : q) left.push_back(std::move(p));
+      q.clear();
+    }
+    queued_ = 0;
   }
-  for (auto& r : left) {
-    Complete(std::move(r), Unavailable("model '" + options_.model + "' was unloaded"));
+  std::sort(left.begin(), left.end(), [](const auto& a, const auto& b) { return a->seq < b->seq; });
+  for (auto& p : left) {
+    Finish(*p, std::move(p->done), Unavailable("model '" + options_.model + "' was unloaded"));
   }
 }
 
 Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
-  Status rejected;
-  {
+  const auto now = Clock::now();
+  auto p = std::make_unique<Pending>();
+  p->level = request->priority >= 1 && request->priority <= kMaxPriorityLevel
+                 ? request->priority
+                 : options_.default_priority;
+  const LevelPolicy& policy = options_.levels[static_cast<size_t>(p->level)];
+  request->deadline = std::min(request->deadline, request->arrival + policy.timeout);
+  p->deadline = request->deadline;
+  p->enqueued = now;
+  p->done = std::move(request->done);
+  p->request = std::move(request);
+
+  Status rejected = breaker_.Admit(now, p->ticket);
+  if (rejected.ok()) {
     std::lock_guard lock(mu_);
+    auto& queue = queues_[static_cast<size_t>(p->level)];
     if (!accepting_) {
       rejected = Unavailable("model '" + options_.model + "' is shutting down");
-    } else if (static_cast<int64_t>(queue_.size()) >= options_.max_queue_size) {
-      rejected = ResourceExhausted("model '" + options_.model + "' queue is full (" +
-                                   std::to_string(options_.max_queue_size) + " requests)");
+    } else if (static_cast<int64_t>(queue.size()) >= policy.max_size) {
+      rejected = ResourceExhausted("model '" + options_.model + "' queue for priority level " +
+                                   std::to_string(p->level) + " is full (" +
+                                   std::to_string(policy.max_size) + " requests)");
     } else {
-      queue_.push_back(std::move(request));
+      p->seq = next_seq_++;
+      queue.push_back(std::move(p));
+      ++queued_;
     }
   }
   if (!rejected.ok()) {
-    Complete(std::move(request), rejected);
+    if (p->ticket.probe) {
+      breaker_.Record(p->ticket, CircuitBreaker::Outcome::kNeutral, "", now);
+    }
+    {
+      std::lock_guard lock(stats_mu_);
+      ++stats_.rejected;
+    }
+    if (p->done) p->done(rejected);
     return rejected;
   }
   cv_.notify_one();
@@ -85,7 +202,7 @@ void ModelScheduler::StopAccepting() {
 
 int64_t ModelScheduler::queued() const {
   std::lock_guard lock(mu_);
-  return static_cast<int64_t>(queue_.size());
+  return queued_;
 }
 
 int64_t ModelScheduler::executing() const {
@@ -93,38 +210,116 @@ int64_t ModelScheduler::executing() const {
   return executing_;
 }
 
-void ModelScheduler::Complete(std::unique_ptr<InferRequest> request,
-                              Result<InferResponse> result) {
-  if (request && request->done) request->done(std::move(result));
+SchedulerStats ModelScheduler::stats() const {
+  SchedulerStats s;
+  {
+    std::lock_guard lock(stats_mu_);
+    s = stats_;
+  }
+  {
+    std::lock_guard lock(mu_);
+    for (size_t l = 1; l < queues_.size(); ++l) s.queued[l] = static_cast<int64_t>(queues_[l].size());
+    s.executing = executing_;
+  }
+  s.breaker = breaker_.state();
+  s.breaker_reason = breaker_.reason();
+  s.breaker_opened = breaker_.times_opened();
+  return s;
 }
 
-std::vector<std::unique_ptr<InferRequest>> ModelScheduler::TakeRequests(
-    std::unique_lock<std::mutex>& lock, size_t n) {
-  std::vector<std::unique_ptr<InferRequest>> batch, expired;
-  const auto now = Clock::now();
-  while (!queue_.empty() && batch.size() < n) {
-    auto r = std::move(queue_.front());
-    queue_.pop_front();
-    (r->deadline <= now ? expired : batch).push_back(std::move(r));
+int ModelScheduler::TierFor(size_t n) const {
+  for (int tier : options_.batch_tiers) {
+    if (static_cast<size_t>(tier) >= n) return tier;
   }
-  if (!expired.empty()) {
-    lock.unlock();
-    for (auto& r : expired) {
-      const auto waited =
-          std::chrono::duration_cast<std::chrono::milliseconds>(now - r->arrival).count();
-      Complete(std::move(r), DeadlineExceeded("request to '" + options_.model +
-                                              "' expired after " + std::to_string(waited) +
-                                              " ms in the queue; it was not executed"));
+  return static_cast<int>(n);
+}
+
+Status ModelScheduler::DeadOutcome(const Pending& p, Clock::time_point now) const {
+  if (p.deadline <= now) {
+    return DeadlineExceeded("request to '" + options_.model + "' expired after " +
+                            std::to_string(Millis(now - p.request->arrival)) +
+                            " ms in the queue; it was not executed");
+  }
+  if (p.request->cancelled && p.request->cancelled()) {
+    return Cancelled("the request to '" + options_.model +
+                     "' was cancelled while queued; it was not executed");
+  }
+  return Status::Ok();
+}
+
+std::vector<std::unique_ptr<ModelScheduler::Pending>> ModelScheduler::TakeRequests(
+    size_t n, std::vector<std::pair<std::unique_ptr<Pending>, Status>>& dead) {
+  std::vector<std::unique_ptr<Pending>> batch;
+  const auto now = Clock::now();
+  for (size_t level = 1; level < queues_.size() && batch.size() < n; ++level) {
+    auto& queue = queues_[level];
+    while (!queue.empty() && batch.size() < n) {
+      auto p = std::move(queue.front());
+      queue.pop_front();
+      --queued_;
+      if (Status s = DeadOutcome(*p, now); !s.ok()) {
+        dead.emplace_back(std::move(p), std::move(s));
+      } else {
+        batch.push_back(std::move(p));
+      }
     }
-    lock.lock();
   }
   return batch;
 }
 
+void ModelScheduler::Finish(Pending& p, InferCallback done, Result<InferResponse> result) {
+  const auto now = Clock::now();
+  const Status& status = result.status();
+  std::string what;
+  if (!status.ok()) what = std::string(StatusCodeName(status.code())) + ": " + std::string(status.message());
+  const bool executed = p.started != Clock::time_point();
+  // A request that expired in the queue says the model is busy, not that it is broken.
+  breaker_.Record(p.ticket, executed ? OutcomeOf(status) : CircuitBreaker::Outcome::kNeutral, what,
+                  now);
+  {
+    std::lock_guard lock(stats_mu_);
+    if (status.ok()) {
+      ++stats_.success;
+    } else if (!executed && status.code() == StatusCode::kDeadlineExceeded) {
+      ++stats_.expired;
+    } else if (status.code() == StatusCode::kCancelled) {
+      ++stats_.cancelled;
+    } else if (OutcomeOf(status) == CircuitBreaker::Outcome::kFailure) {
+      ++stats_.failure;
+    } else {
+      ++stats_.success;  // answered, with the request's own error
+    }
+    if (executed) {
+      stats_.queue_ns += Nanos(p.started - p.enqueued);
+      stats_.compute_ns += Nanos(now - p.started);
+    }
+  }
+  Deliver(p.seq, std::move(done), std::move(result));
+}
+
+void ModelScheduler::Deliver(uint64_t seq, InferCallback done, Result<InferResponse> result) {
+  if (!options_.preserve_ordering) {
+    if (done) done(std::move(result));
+    return;
+  }
+  // Hold it until every earlier request has been delivered. Callbacks run under order_mu_ so
+  // that two threads cannot overtake each other between the check and the call.
+  std::lock_guard lock(order_mu_);
+  held_.emplace(seq, std::make_pair(std::move(done), std::move(result)));
+  while (!held_.empty() && held_.begin()->first == next_deliver_) {
+    auto node = held_.extract(held_.begin());
+    if (node.mapped().first) node.mapped().first(std::move(node.mapped().second));
+    ++next_deliver_;
+  }
+}
+
 void ModelScheduler::WorkerLoop(std::stop_token stop, int index) {
-  Status pinned = PinCurrentThread(options_.cpu_affinity);
-  if (!pinned.ok()) spdlog::warn("model {} worker {}: {}", options_.model, index, pinned.ToString());
+  WorkerInfo info = SetUpWorkerThread(options_, index);
   auto instance = session_.CreateInstance(index);
+  {
+    std::lock_guard lock(stats_mu_);
+    stats_.workers[static_cast<size_t>(index)] = info;
+  }
   {
     std::lock_guard lock(mu_);
     if (instance.ok()) {
@@ -136,63 +331,256 @@ void ModelScheduler::WorkerLoop(std::stop_token stop, int index) {
   cv_.notify_all();
   if (!instance.ok()) return;
   if (session_.style() == ExecutionStyle::kContinuous) {
-    return ContinuousLoop(stop, static_cast<ContinuousInstance&>(**instance));
+    return ContinuousLoop(stop, index, std::move(*instance));
   }
+  BatchLoop(stop, index, std::move(*instance));
+}
 
+std::unique_ptr<Instance> ModelScheduler::Restart(int index, std::unique_ptr<Instance> instance) {
+  instance.reset();
+  auto fresh = session_.CreateInstance(index);
+  if (!fresh.ok()) {
+    spdlog::error("model {} worker {}: cannot replace the aborted instance: {}; the worker stops",
+                  options_.model, index, fresh.status().ToString());
+    return nullptr;
+  }
+  spdlog::info("model {} worker {}: instance replaced after the watchdog report", options_.model,
+               index);
+  std::lock_guard lock(stats_mu_);
+  ++stats_.workers[static_cast<size_t>(index)].restarts;
+  return std::move(*fresh);
+}
+
+void ModelScheduler::BatchLoop(std::stop_token stop, int index,
+                               std::unique_ptr<Instance> instance) {
+  const size_t max_batch = static_cast<size_t>(options_.max_batch);
+  Running& running = running_[static_cast<size_t>(index)];
   std::unique_lock lock(mu_);
-  while (true) {
-    cv_.wait(lock, stop, [&] { return !queue_.empty(); });
+  while (instance) {
+    cv_.wait(lock, stop, [&] { return queued_ > 0; });
     if (stop.stop_requested()) return;
-    const size_t max_batch = static_cast<size_t>(options_.max_batch);
-    if (options_.max_queue_delay.count() > 0 && queue_.size() < max_batch) {
-      const auto flush_at = queue_.front()->arrival + options_.max_queue_delay;
-      cv_.wait_until(lock, stop, flush_at, [&] { return queue_.size() >= max_batch; });
+    if (options_.max_queue_delay.count() > 0 && static_cast<size_t>(queued_) < max_batch) {
+      Clock::time_point oldest = Clock::time_point::max();
+      for (const auto& q : queues_) {
+        if (!q.empty()) oldest = std::min(oldest, q.front()->enqueued);
+      }
+      cv_.wait_until(lock, stop, oldest + options_.max_queue_delay,
+                     [&] { return static_cast<size_t>(queued_) >= max_batch; });
       if (stop.stop_requested()) return;
-      if (queue_.empty()) continue;  // another worker took them
+      if (queued_ == 0) continue;  // another worker took them
     }
-    auto requests = TakeRequests(lock, max_batch);
-    if (requests.empty()) continue;
-    executing_ += static_cast<int64_t>(requests.size());
+    std::vector<std::pair<std::unique_ptr<Pending>, Status>> dead;
+    auto batch = TakeRequests(max_batch, dead);
+    const auto start = Clock::now();
+    running = Running{.active = true, .start = start, .deadline = Clock::time_point::min()};
+    for (auto& p : batch) {
+      p->started = start;
+      running.deadline = std::max(running.deadline, p->deadline);
+      running.pendings.push_back(p.get());
+    }
+    std::vector<BatchItem> items;
+    items.reserve(batch.size());
+    for (const auto& p : batch) items.push_back({p->request.get()});
+    Execution execution{.items = BatchView(items), .tier = TierFor(batch.size())};
+    running.execution = &execution;
+    running.batch = static_cast<int>(batch.size());
+    running.instance = instance.get();
+    if (batch.empty()) running.active = false;
+    executing_ += static_cast<int64_t>(batch.size());
     lock.unlock();
 
-    std::vector<BatchItem> items;
-    items.reserve(requests.size());
-    for (const auto& r : requests) items.push_back({r.get()});
-    Status status = (*instance)->Execute(BatchView(items));
-    for (size_t i = 0; i < requests.size(); ++i) {
-      Complete(std::move(requests[i]),
-               status.ok() ? std::move(items[i].result) : Result<InferResponse>(status));
+    for (auto& [p, s] : dead) Finish(*p, std::move(p->done), std::move(s));
+    if (batch.empty()) {
+      lock.lock();
+      continue;
     }
+    Status status = instance->Execute(execution);
+    const auto end = Clock::now();
 
+    // Take back the callbacks the watchdog has not already answered.
+    std::vector<InferCallback> dones(batch.size());
     lock.lock();
-    executing_ -= static_cast<int64_t>(items.size());
+    const bool reported = running.reported;
+    for (size_t i = 0; i < batch.size(); ++i) dones[i] = std::move(batch[i]->done);
+    running = Running{};
+    executing_ -= static_cast<int64_t>(batch.size());
+    lock.unlock();
+
+    {
+      std::lock_guard stats_lock(stats_mu_);
+      ++stats_.execution_count;
+      stats_.inference_count += static_cast<int64_t>(batch.size());
+      BatchStats& b = stats_.batches[execution.tier];
+      ++b.executions;
+      b.compute_ns += Nanos(end - start);
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!dones[i]) continue;
+      Finish(*batch[i], std::move(dones[i]),
+             status.ok() ? std::move(items[i].result) : Result<InferResponse>(status));
+    }
+    batch.clear();  // destroys the requests before the lock is taken again
+    if (reported && instance->Abort()) instance = Restart(index, std::move(instance));
+    lock.lock();
   }
 }
 
-void ModelScheduler::ContinuousLoop(std::stop_token stop, ContinuousInstance& instance) {
-  while (true) {
+void ModelScheduler::OnContinuousDone(int worker, Pending* p, Result<InferResponse> result) {
+  std::unique_ptr<Pending> owned;
+  {
+    std::lock_guard lock(mu_);
+    auto& active = active_[static_cast<size_t>(worker)];
+    auto it = active.find(p);
+    if (it == active.end()) return;  // the watchdog answered it already
+    owned = std::move(it->second);
+    active.erase(it);
+    --executing_;
+  }
+  {
+    std::lock_guard lock(stats_mu_);
+    ++stats_.inference_count;
+  }
+  Finish(*owned, std::move(owned->done), std::move(result));
+  cv_.notify_all();  // a slot is free
+}
+
+void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
+                                    std::unique_ptr<Instance> base) {
+  auto* instance = static_cast<ContinuousInstance*>(base.get());
+  Running& running = running_[static_cast<size_t>(index)];
+  auto& active = active_[static_cast<size_t>(index)];
+  while (instance) {
+    std::vector<std::pair<std::unique_ptr<Pending>, Status>> dead;
     std::vector<std::unique_ptr<InferRequest>> admitted;
+    int sequences = 0;
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, stop, [&] {
-        return !instance.idle() || (!queue_.empty() && instance.free_slots() > 0);
+        return !instance->idle() || (queued_ > 0 && instance->free_slots() > 0);
       });
       if (stop.stop_requested()) break;
-      admitted = TakeRequests(lock, static_cast<size_t>(std::max(0, instance.free_slots())));
-      executing_ += static_cast<int64_t>(admitted.size());
+      auto taken =
+          TakeRequests(static_cast<size_t>(std::max(0, instance->free_slots())), dead);
+      const auto now = Clock::now();
+      for (auto& p : taken) {
+        p->started = now;
+        auto request = std::move(p->request);
+        // The instance completes the request through this; the Pending stays here.
+        request->done = [this, index, raw = p.get()](Result<InferResponse> result) {
+          OnContinuousDone(index, raw, std::move(result));
+        };
+        admitted.push_back(std::move(request));
+        active.emplace(p.get(), std::move(p));
+        ++executing_;
+      }
+      running = Running{.active = true, .start = now, .deadline = Clock::time_point::min()};
+      for (const auto& [raw, p] : active) running.deadline = std::max(running.deadline, p->deadline);
+      running.batch = static_cast<int>(active.size());
+      running.instance = instance;
+      sequences = running.batch;
     }
-    for (auto& r : admitted) {
-      // Count the request as executing until the instance completes it.
-      r->done = [this, done = std::move(r->done)](Result<InferResponse> result) {
-        done(std::move(result));
-        std::lock_guard lock(mu_);
-        --executing_;
-      };
-      instance.Admit(std::move(r));
+    for (auto& [p, s] : dead) Finish(*p, std::move(p->done), std::move(s));
+    for (auto& r : admitted) instance->Admit(std::move(r));
+    if (!instance->idle()) {
+      const auto start = Clock::now();
+      instance->Step();
+      std::lock_guard stats_lock(stats_mu_);
+      ++stats_.execution_count;
+      BatchStats& b = stats_.batches[sequences];
+      ++b.executions;
+      b.compute_ns += Nanos(Clock::now() - start);
     }
-    if (!instance.idle()) instance.Step();
+    bool reported;
+    {
+      std::lock_guard lock(mu_);
+      reported = running.reported;
+      running = Running{};
+    }
+    if (reported && instance->Abort()) {
+      instance->CancelAll(Unavailable("the instance was aborted by the watchdog"));
+      base = Restart(index, std::move(base));
+      instance = static_cast<ContinuousInstance*>(base.get());
+    }
   }
-  instance.CancelAll(Unavailable("model '" + options_.model + "' was unloaded"));
+  if (instance) instance->CancelAll(Unavailable("model '" + options_.model + "' was unloaded"));
+}
+
+void ModelScheduler::WatchdogLoop(std::stop_token stop) {
+  const auto tick = std::clamp<std::chrono::milliseconds>(options_.watchdog_margin / 4, 5ms, 100ms);
+  std::unique_lock lock(mu_);
+  while (!stop.stop_requested()) {
+    watch_cv_.wait_for(lock, stop, tick, [] { return false; });
+    if (stop.stop_requested()) return;
+    const auto now = Clock::now();
+
+    // Queued requests whose deadline passed, or whose client left, are answered now.
+    std::vector<std::pair<std::unique_ptr<Pending>, Status>> dead;
+    for (auto& queue : queues_) {
+      for (auto it = queue.begin(); it != queue.end();) {
+        if (Status s = DeadOutcome(**it, now); !s.ok()) {
+          dead.emplace_back(std::move(*it), std::move(s));
+          it = queue.erase(it);
+          --queued_;
+        } else {
+          ++it;
+        }
+      }
+    }
+
+    // Executions past their deadline by the margin: report once, answer 504, quarantine.
+    struct Hung {
+      std::vector<std::pair<Pending*, InferCallback>> requests;
+      std::vector<std::unique_ptr<Pending>> owned;  // continuous: taken out of active_
+      std::string report;
+    };
+    std::vector<Hung> hung;
+    for (size_t w = 0; w < running_.size(); ++w) {
+      Running& r = running_[w];
+      if (!r.active || r.reported || r.deadline == Clock::time_point::min() ||
+          now < r.deadline + options_.watchdog_margin) {
+        continue;
+      }
+      r.reported = true;
+      Hung h;
+      const Stage stage = r.execution ? r.execution->stage.load() : Stage::kExecute;
+      h.report = "model '" + options_.model + "' version " + std::to_string(options_.version) +
+                 ": an execution of a batch of " + std::to_string(r.batch) + " in stage " +
+                 std::string(StageName(stage)) + " has run " + std::to_string(Millis(now - r.start)) +
+                 " ms, " + std::to_string(Millis(now - r.deadline)) +
+                 " ms past its deadline (worker " + std::to_string(w) + ")";
+      if (r.execution) {
+        for (Pending* p : r.pendings) h.requests.emplace_back(p, std::move(p->done));
+      } else {
+        for (auto& [raw, p] : active_[w]) {
+          h.requests.emplace_back(raw, std::move(p->done));
+          h.owned.push_back(std::move(p));
+        }
+        executing_ -= static_cast<int64_t>(active_[w].size());
+        active_[w].clear();
+      }
+      // Quarantine before the abort, so no new request reaches the instance being replaced.
+      breaker_.Trip("watchdog: " + h.report, now);
+      if (r.instance) r.instance->Abort();
+      hung.push_back(std::move(h));
+    }
+    if (dead.empty() && hung.empty()) continue;
+    lock.unlock();
+    for (auto& [p, s] : dead) Finish(*p, std::move(p->done), std::move(s));
+    for (auto& h : hung) {
+      spdlog::error("watchdog: {}; its requests are answered 504 and the model is taken out of "
+                    "service",
+                    h.report);
+      {
+        std::lock_guard stats_lock(stats_mu_);
+        ++stats_.watchdog_reports;
+      }
+      for (auto& [p, done] : h.requests) {
+        Finish(*p, std::move(done), DeadlineExceeded("the execution hung: " + h.report));
+      }
+    }
+    cv_.notify_all();
+    lock.lock();
+  }
 }
 
 }  // namespace mmserve

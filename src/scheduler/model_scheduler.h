@@ -1,19 +1,34 @@
-// ModelScheduler: the queue and worker threads of one loaded model.
+// ModelScheduler: the queues, batcher, worker threads, circuit breaker and hang watchdog of one
+// loaded model.
 //
-// Requests wait in a bounded FIFO queue; each of `thread_num` workers owns one Instance of the
-// session (created on that worker's thread, used by no other), takes up to `max_batch` queued
-// requests at a time (waiting up to max_queue_delay for a partial batch to fill) and executes
-// them as one batch. A request whose deadline passed while it
-// was queued is answered DeadlineExceeded without being executed.
+//   Enqueue ─► breaker admits? ──no──► 503 at once
+//                 │ yes
+//                 ▼
+//   priority queues, level 1 (highest) .. 9, FIFO within a level, bounded per level (full → 429)
+//                 │  a worker takes the highest levels first, up to max_batch, waiting up to
+//                 │  max_queue_delay for a partial batch; expired → 504, cancelled → dropped,
+//                 ▼  neither executed
+//   worker i ── its own Instance ── Execute(batch at the smallest tier that holds it)
+//                 │
+//                 ▼
+//   Finish: breaker outcome, statistics, (preserve_ordering: responses leave in arrival order)
 //
-// Threads: owns `thread_num` worker threads, started by Create() and joined by the destructor.
-// Enqueue() is thread-safe and never blocks on a device.
+// The watchdog thread answers queued requests the moment their deadline passes (even when
+// every worker is stuck), and reports an execution still running `watchdog_margin` past its
+// deadline once — model, version, batch size, stage, elapsed time — answers its requests 504,
+// opens the breaker and aborts the instance, which the worker then replaces.
 //
-// TODO(#4): priority levels and batch tiers of the dynamic batcher, breaker, watchdog.
+// Threads: `thread_num` workers and one watchdog, started by Create() and joined by the
+// destructor. Enqueue() is thread-safe and never blocks on a device. A worker is the only
+// thread that touches its instance (except Instance::Abort()).
 #pragma once
 
+#include <sys/types.h>
+
+#include <array>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -21,21 +36,70 @@
 
 #include "backend/backend.h"
 #include "common/result.h"
+#include "config/model_config.h"
+#include "scheduler/circuit_breaker.h"
 
 namespace mmserve {
+
+// What one worker thread is, read back from the thread itself.
+struct WorkerInfo {
+  int index = 0;
+  pid_t tid = 0;
+  std::vector<int> cores;  // its CPU affinity after pinning
+  int nice = 0;            // its nice value (lower = more CPU under contention)
+  int64_t restarts = 0;    // instances replaced after a watchdog report
+};
+
+struct BatchStats {
+  int64_t executions = 0;
+  int64_t compute_ns = 0;
+};
+
+struct SchedulerStats {
+  int64_t success = 0;
+  int64_t failure = 0;          // the backend failed, or the execution timed out
+  int64_t rejected = 0;         // never queued: queue full, breaker open, shutting down
+  int64_t expired = 0;          // deadline passed while queued (never executed)
+  int64_t cancelled = 0;        // the client went away while queued
+  int64_t inference_count = 0;  // requests executed
+  int64_t execution_count = 0;  // batches executed
+  int64_t queue_ns = 0;         // summed over requests: enqueue → execution start
+  int64_t compute_ns = 0;       // summed over requests: execution start → end
+  std::map<int, BatchStats> batches;  // by executed batch size (tier)
+  std::array<int64_t, kMaxPriorityLevel + 1> queued{};  // by level (index 0 unused)
+  int64_t executing = 0;
+  CircuitBreaker::State breaker = CircuitBreaker::State::kClosed;
+  std::string breaker_reason;
+  int64_t breaker_opened = 0;
+  int64_t watchdog_reports = 0;
+  std::vector<WorkerInfo> workers;
+};
 
 class ModelScheduler {
  public:
   struct Options {
-    std::string model;          // for logs and errors
+    std::string model;  // for logs and errors
+    int64_t version = 1;
     int thread_num = 1;
     int max_batch = 1;
+    // Allowed batch sizes, ascending, the largest >= max_batch; empty = any size.
+    std::vector<int> batch_tiers;
     // A worker with fewer than max_batch requests queued waits up to this long (from the oldest
     // request's arrival) for the batch to fill.
     std::chrono::milliseconds max_queue_delay{0};
-    int64_t max_queue_size = 1024;
+    bool preserve_ordering = false;
+    int default_priority = kDefaultPriority;  // the level of requests that name none
+    // Per level (index 1..kMaxPriorityLevel): queue bound and default timeout.
+    std::array<LevelPolicy, kMaxPriorityLevel + 1> levels{};
+    CircuitBreaker::Options breaker;
+    std::chrono::milliseconds watchdog_margin{1'000};
     std::vector<int> cpu_affinity;  // cores the workers are pinned to; empty = any
+    int nice = 0;                   // nice value of the workers (0 = unchanged)
   };
+
+  // Every level with `max_size` and `timeout`, except those `queue` overrides.
+  static std::array<LevelPolicy, kMaxPriorityLevel + 1> Levels(
+      const QueueConfig& queue, std::chrono::milliseconds timeout);
 
   // Starts the workers and waits until each has created its Instance; fails (with every
   // worker stopped) if any instance cannot be created. `session` is not owned and must outlive
@@ -43,8 +107,9 @@ class ModelScheduler {
   static Result<std::unique_ptr<ModelScheduler>> Create(Options options, Session& session);
   ~ModelScheduler();  // stops, answers anything still queued with Unavailable, joins
 
-  // Always takes ownership of `request`. If the queue is full or the scheduler is stopping,
-  // completes the request with ResourceExhausted / Unavailable and returns that status too.
+  // Always takes ownership of `request`, and bounds its deadline by its level's timeout. If
+  // the breaker is open, the level's queue is full or the scheduler is stopping, completes the
+  // request with Unavailable / ResourceExhausted and returns that status too.
   Status Enqueue(std::unique_ptr<InferRequest> request);
 
   // Stops accepting; workers still finish what is queued. Returns at once.
@@ -52,29 +117,59 @@ class ModelScheduler {
 
   int64_t queued() const;
   int64_t executing() const;
+  SchedulerStats stats() const;
+  CircuitBreaker::State breaker_state() const { return breaker_.state(); }
+  std::string breaker_reason() const { return breaker_.reason(); }
 
  private:
+  struct Pending;
+  struct Running;
+
   ModelScheduler(Options options, Session& session);
   void WorkerLoop(std::stop_token stop, int index);
-  // The loop of a kContinuous session's worker: admit into free slots, step, repeat.
-  void ContinuousLoop(std::stop_token stop, ContinuousInstance& instance);
-  // Removes expired requests from the queue front and returns up to `n` live ones.
-  std::vector<std::unique_ptr<InferRequest>> TakeRequests(std::unique_lock<std::mutex>& lock,
-                                                          size_t n);
-  static void Complete(std::unique_ptr<InferRequest> request, Result<InferResponse> result);
+  void BatchLoop(std::stop_token stop, int index, std::unique_ptr<Instance> instance);
+  void ContinuousLoop(std::stop_token stop, int index, std::unique_ptr<Instance> instance);
+  void WatchdogLoop(std::stop_token stop);
+  // Pops up to `n` live requests, highest level first; expired and cancelled ones met on the
+  // way are moved to `dead` with their outcome.
+  std::vector<std::unique_ptr<Pending>> TakeRequests(
+      size_t n, std::vector<std::pair<std::unique_ptr<Pending>, Status>>& dead);
+  Status DeadOutcome(const Pending& p, Clock::time_point now) const;  // REQUIRES: mu_ held
+  int TierFor(size_t n) const;
+  // The one way a queued request leaves: statistics, breaker, then its callback.
+  void Finish(Pending& p, InferCallback done, Result<InferResponse> result);
+  void Deliver(uint64_t seq, InferCallback done, Result<InferResponse> result);
+  void OnContinuousDone(int worker, Pending* p, Result<InferResponse> result);
+  std::unique_ptr<Instance> Restart(int index, std::unique_ptr<Instance> instance);
 
   const Options options_;
   Session& session_;  // not owned
+  CircuitBreaker breaker_;
 
   mutable std::mutex mu_;
-  std::condition_variable_any cv_;
-  std::deque<std::unique_ptr<InferRequest>> queue_;  // guarded by mu_
-  bool accepting_ = true;                            // guarded by mu_
-  int64_t executing_ = 0;                            // guarded by mu_
-  int instances_ready_ = 0;                          // guarded by mu_
-  Status instance_error_;                            // guarded by mu_
+  std::condition_variable_any cv_;        // workers: work queued, or slots freed
+  std::condition_variable_any watch_cv_;  // watchdog: stop
+  std::array<std::deque<std::unique_ptr<Pending>>, kMaxPriorityLevel + 1> queues_;  // by mu_
+  int64_t queued_ = 0;       // guarded by mu_: the sum of the queues' sizes
+  bool accepting_ = true;    // guarded by mu_
+  int64_t executing_ = 0;    // guarded by mu_
+  uint64_t next_seq_ = 0;    // guarded by mu_
+  int instances_ready_ = 0;  // guarded by mu_
+  Status instance_error_;    // guarded by mu_
+  std::vector<Running> running_;  // guarded by mu_; one per worker
+  // Requests admitted into a continuous instance, per worker. Guarded by mu_.
+  std::vector<std::map<Pending*, std::unique_ptr<Pending>>> active_;
 
-  std::vector<std::jthread> workers_;  // last: joined before the members above are destroyed
+  mutable std::mutex stats_mu_;
+  SchedulerStats stats_;  // guarded by stats_mu_ (queued/executing/breaker filled on read)
+
+  std::mutex order_mu_;  // preserve_ordering: responses held until their turn
+  uint64_t next_deliver_ = 0;                                                   // by order_mu_
+  std::map<uint64_t, std::pair<InferCallback, Result<InferResponse>>> held_;  // by order_mu_
+
+  // Last: joined before the members above are destroyed.
+  std::jthread watchdog_;
+  std::vector<std::jthread> workers_;
 };
 
 }  // namespace mmserve

@@ -52,7 +52,7 @@ struct InferenceService::Entry {
 
 InferenceService::InferenceService(ServerConfig config, const BackendRegistry& backends,
                                    RuntimeGuard& guard)
-    : config_(std::move(config)), backends_(backends), guard_(guard) {
+    : config_(std::move(config)), backends_(backends), guard_(guard), jobs_(config_.global.jobs) {
   for (const auto& m : config_.models) {
     auto entry = std::make_unique<Entry>();
     entry->config = m;
@@ -105,13 +105,25 @@ void InferenceService::Load(Entry& entry) {
   auto session = (*backend)->Load(m);
   if (!session.ok()) return fail(session.status());
   loaded->session = std::move(*session);
-  auto scheduler = ModelScheduler::Create({.model = m.name,
-                                           .thread_num = m.thread_num,
-                                           .max_batch = m.max_batch,
-                                           .max_queue_delay = m.max_queue_delay,
-                                           .max_queue_size = m.queue.max_size,
-                                           .cpu_affinity = m.cpu_affinity},
-                                          *loaded->session);
+  // The model's own gears (compiled batch sizes) unless the config names tiers.
+  std::vector<int> tiers = m.batch_tiers.empty() ? loaded->session->batch_tiers() : m.batch_tiers;
+  int max_batch = m.max_batch;
+  if (!tiers.empty()) max_batch = std::min(max_batch, tiers.back());
+  auto scheduler = ModelScheduler::Create(
+      {.model = m.name,
+       .version = m.version,
+       .thread_num = m.thread_num,
+       .max_batch = max_batch,
+       .batch_tiers = std::move(tiers),
+       .max_queue_delay = m.max_queue_delay,
+       .preserve_ordering = m.preserve_ordering,
+       .default_priority = m.priority,
+       .levels = ModelScheduler::Levels(m.queue, m.timeout),
+       .breaker = {.failures = m.breaker.failures, .cooldown = m.breaker.cooldown},
+       .watchdog_margin = m.watchdog_margin,
+       .cpu_affinity = m.cpu_affinity,
+       .nice = NiceFor(m, config_)},
+      *loaded->session);
   if (!scheduler.ok()) return fail(scheduler.status());
   loaded->scheduler = std::move(*scheduler);
   const int64_t measured = HeapBytesInUse() - heap_before;
@@ -174,6 +186,12 @@ ModelInfo InferenceService::Snapshot(const Entry& entry) {
     info.signature = entry.loaded->session->signature();
     info.resident_bytes = entry.loaded->session->resident_bytes();
     info.counters = entry.loaded->session->counters();
+    info.stats = entry.loaded->scheduler->stats();
+    if (info.state == ModelState::kReady && info.stats->breaker != CircuitBreaker::State::kClosed) {
+      info.state = ModelState::kUnavailable;
+      info.reason = "circuit breaker " + std::string(BreakerStateName(info.stats->breaker)) +
+                    ": " + info.stats->breaker_reason;
+    }
   }
   return info;
 }
@@ -241,6 +259,37 @@ Status InferenceService::ValidateRequest(const ModelSignature& signature,
   return Status::Ok();
 }
 
+int InferenceService::NiceFor(const ModelConfig& model, const ServerConfig& config) {
+  int highest = kMaxPriorityLevel;
+  for (const auto& m : config.models) highest = std::min(highest, m.priority);
+  return std::min(19, 5 * (model.priority - highest));
+}
+
+Status InferenceService::ApplySchedulingParams(InferRequest& request) {
+  if (auto it = request.parameters.find("priority"); it != request.parameters.end()) {
+    const int64_t* level = std::get_if<int64_t>(&it->second);
+    if (!level || *level < 0 || *level > kMaxPriorityLevel) {
+      return InvalidArgument("parameters.priority: expected a level in 1.." +
+                             std::to_string(kMaxPriorityLevel) +
+                             " (1 is highest; 0 = the model's default)");
+    }
+    request.priority = static_cast<int>(*level);
+  }
+  if (auto it = request.parameters.find("timeout"); it != request.parameters.end()) {
+    const int64_t* us = std::get_if<int64_t>(&it->second);
+    if (!us || *us <= 0) {
+      return InvalidArgument(
+          "parameters.timeout: expected a positive number of microseconds (it can only "
+          "shorten the model's timeout)");
+    }
+    // A request may shorten its timeout, never lengthen it: the scheduler bounds the deadline
+    // by its level's timeout as well.
+    request.deadline =
+        std::min(request.deadline, request.arrival + std::chrono::microseconds(*us));
+  }
+  return Status::Ok();
+}
+
 void InferenceService::Submit(std::unique_ptr<InferRequest> request) {
   auto reject = [&](Status s) { request->done(std::move(s)); };
   if (!accepting_) return reject(Unavailable("the server is shutting down"));
@@ -263,8 +312,9 @@ void InferenceService::Submit(std::unique_ptr<InferRequest> request) {
   if (Status s = ValidateRequest(loaded->session->signature(), *request); !s.ok()) {
     return reject(s.WithContext("model '" + request->model_name + "'"));
   }
-  const auto deadline = request->arrival + entry->config.timeout;
-  request->deadline = std::min(request->deadline, deadline);
+  if (Status s = ApplySchedulingParams(*request); !s.ok()) {
+    return reject(s.WithContext("model '" + request->model_name + "'"));
+  }
 
   // Count the request in flight until its callback has run, and keep only the outputs it asked
   // for. The wrapper holds no reference to the model, so the last one to finish never unloads it.

@@ -5,6 +5,10 @@
 //   model state:   kNotLoaded ──load──► kLoading ──ok──► kReady ──shutdown──► kUnloading ─► kNotLoaded
 //                                            └──error──► kUnavailable (reason kept)
 //
+// Scheduling (priority levels, batching, breaker, watchdog) is the ModelScheduler's; the
+// service applies the request's own `priority` and `timeout` parameters and the CPU share of
+// each model (NiceFor).
+//
 // Thread-safety: every public method may be called from any thread. Submit() never blocks on a
 // device; the outcome arrives through the request's `done` callback, on a worker thread or on
 // the caller's thread for requests rejected at once.
@@ -16,10 +20,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/backend_registry.h"
+#include "service/job_store.h"
 #include "config/model_config.h"
 #include "runtime/runtime_guard.h"
 #include "scheduler/model_scheduler.h"
@@ -39,6 +45,7 @@ struct ModelInfo {
   int64_t measured_bytes = 0;  // the heap's growth while it loaded (bytes allocated)
   int64_t resident_bytes = 0;  // what the session reports holding now
   std::map<std::string, int64_t> counters;  // the session's engine counters
+  std::optional<SchedulerStats> stats;      // while loaded
 };
 
 class InferenceService {
@@ -70,6 +77,12 @@ class InferenceService {
   void Shutdown(std::chrono::milliseconds drain_timeout);
 
   int64_t in_flight() const { return in_flight_.load(); }
+  JobStore& jobs() { return jobs_; }
+
+  // The nice value of a model's workers: models below the highest configured priority get
+  // less CPU under contention (5 per level), so a saturated low-priority model cannot starve a
+  // high-priority one.
+  static int NiceFor(const ModelConfig& model, const ServerConfig& config);
 
  private:
   struct LoadedModel;
@@ -79,12 +92,15 @@ class InferenceService {
   void Load(Entry& entry);
   void Unload(Entry& entry);
   static Status ValidateRequest(const ModelSignature& signature, const InferRequest& request);
+  // Applies the request parameters `priority` and `timeout` (µs; it may only shorten).
+  static Status ApplySchedulingParams(InferRequest& request);
   static ModelInfo Snapshot(const Entry& entry);
 
   const ServerConfig config_;
   const BackendRegistry& backends_;  // not owned
   RuntimeGuard& guard_;              // not owned
 
+  JobStore jobs_;  // before entries_: outlives every model's callbacks
   std::map<std::string, std::unique_ptr<Entry>> entries_;  // fixed after construction
 
   std::mutex order_mu_;

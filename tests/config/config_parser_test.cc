@@ -99,11 +99,12 @@ INSTANTIATE_TEST_SUITE_P(
     Variants, BrokenConfigTest,
     ::testing::Values(
         BrokenCase{"UnknownKeyWithSuggestion", "timeout_ms: 200", "timeout: 200",
-                   "14:5: models[0].timeout: expected one of backend, batch_size, cpu_affinity, "
-                   "device_id, dynamic_batch, keep_alive, load, max_batch, max_queue_delay_ms, name, "
-                   "params, path, "
-                   "postprocess, preprocess, priority, queue, task, thread_num, timeout_ms, "
-                   "version, found unknown key \"timeout\" (did you mean 'timeout_ms'?)"},
+                   "14:5: models[0].timeout: expected one of backend, batch_size, batch_tiers, "
+                   "breaker, cpu_affinity, device_id, dynamic_batch, keep_alive, load, max_batch, "
+                   "max_queue_delay_ms, name, params, path, postprocess, preprocess, "
+                   "preserve_ordering, priority, queue, task, thread_num, timeout_ms, version, "
+                   "watchdog_margin_ms, found unknown key \"timeout\" (did you mean "
+                   "'timeout_ms'?)"},
         BrokenCase{"WrongType", "batch_size: 1", "batch_size: one",
                    "9:17: models[0].batch_size: expected an integer in 1..4096, found \"one\""},
         BrokenCase{"OutOfRange", "timeout_ms: 200", "timeout_ms: 0",
@@ -199,6 +200,66 @@ TEST_F(ConfigParserTest, RejectsAnUnreadableFile) {
   auto config = Parse(Seed("path: person_det.om", "path: secret.om"));
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("expected a readable file"));
+}
+
+constexpr const char* kSchedulingModel = R"(
+global:
+  jobs: {max: 10, ttl: 30s}
+models:
+  - name: m
+    backend: identity
+    priority: high
+    timeout_ms: 2000
+    batch_tiers: [1, 2, 4, 8]
+    max_queue_delay_ms: 5
+    preserve_ordering: true
+    queue:
+      max_size: 100
+      levels:
+        1: {max_size: 10, timeout_ms: 500}
+        3: {max_size: 1000}
+    breaker: {failures: 3, cooldown_ms: 2500}
+    watchdog_margin_ms: 250
+)";
+
+TEST_F(ConfigParserTest, ReadsTheSchedulingPolicy) {
+  auto config = Parse(kSchedulingModel);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->global.jobs.max, 10);
+  EXPECT_EQ(config->global.jobs.ttl, std::chrono::seconds(30));
+  const ModelConfig& m = config->models[0];
+  EXPECT_EQ(m.priority, 1);
+  EXPECT_EQ(m.batch_tiers, (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(m.max_batch, 8) << "max_batch follows the largest tier";
+  EXPECT_TRUE(m.preserve_ordering);
+  EXPECT_EQ(m.queue.max_size, 100);
+  ASSERT_EQ(m.queue.levels.size(), 2u);
+  EXPECT_EQ(m.queue.levels.at(1).max_size, 10);
+  EXPECT_EQ(m.queue.levels.at(1).timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(m.queue.levels.at(3).max_size, 1000);
+  EXPECT_EQ(m.queue.levels.at(3).timeout, std::chrono::milliseconds(2000)) << "the model's";
+  EXPECT_EQ(m.breaker.failures, 3);
+  EXPECT_EQ(m.breaker.cooldown, std::chrono::milliseconds(2500));
+  EXPECT_EQ(m.watchdog_margin, std::chrono::milliseconds(250));
+}
+
+TEST_F(ConfigParserTest, RejectsBadSchedulingPolicy) {
+  std::string yaml = kSchedulingModel;
+  yaml.replace(yaml.find("[1, 2, 4, 8]"), 12, "[4, 2]");
+  yaml.replace(yaml.find("3: {max_size"), 1, "12");
+  auto config = Parse(yaml);
+  ASSERT_FALSE(config.ok());
+  const std::string message(config.status().message());
+  EXPECT_THAT(message, HasSubstr("models[0].batch_tiers: expected batch sizes in ascending "
+                                 "order, each once, found [4, 2]"));
+  EXPECT_THAT(message, HasSubstr("models[0].queue.levels.12: expected a priority level in 1..9, "
+                                 "found \"12\""));
+  yaml = kSchedulingModel;
+  yaml.replace(yaml.find("max_queue_delay_ms"), 0, "max_batch: 16\n    ");
+  config = Parse(yaml);
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr("batch_tiers: expected a largest tier equal to max_batch (16), found 8"));
 }
 
 TEST_F(ConfigParserTest, DurationsAcceptUnitsAndForever) {

@@ -1,7 +1,5 @@
 #include "scheduler/model_scheduler.h"
 
-#include <sched.h>
-
 #include <future>
 #include <mutex>
 
@@ -12,26 +10,39 @@ namespace mmserve {
 namespace {
 
 using namespace std::chrono_literals;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
-// A session whose instances record batch sizes and block until released.
+// A session whose instances record what they execute. A request's id steers it: "fail" fails
+// the batch, "hang" blocks until the instance is aborted, "slow" takes 100 ms; and every
+// execution waits while the session is held.
 class FakeSession final : public Session {
  public:
   const ModelSignature& signature() const override { return signature_; }
   int64_t resident_bytes() const override { return 0; }
   Result<std::unique_ptr<Instance>> CreateInstance(int index) override;
 
+  void Hold() {
+    std::lock_guard lock(mu);
+    released = false;
+  }
   void Release() {
     std::lock_guard lock(mu);
     released = true;
     cv.notify_all();
   }
+  std::vector<std::string> Executed() {
+    std::lock_guard lock(mu);
+    return executed_ids;
+  }
 
   std::mutex mu;
   std::condition_variable cv;
-  bool released = true;
-  std::vector<size_t> batch_sizes;        // guarded by mu
-  std::vector<std::vector<int>> affinity;  // per instance, guarded by mu
-  int executed = 0;                        // guarded by mu
+  bool released = true;                    // guarded by mu
+  std::vector<size_t> batch_sizes;         // guarded by mu
+  std::vector<int> tiers;                  // guarded by mu
+  std::vector<std::string> executed_ids;   // guarded by mu
+  int instances = 0;                       // guarded by mu
   bool fail_instances = false;
 
  private:
@@ -41,67 +52,100 @@ class FakeSession final : public Session {
 class FakeInstance final : public Instance {
  public:
   explicit FakeInstance(FakeSession& s) : s_(s) {}
-  Status Execute(BatchView batch) override {
+  Status Execute(Execution& execution) override {
     std::unique_lock lock(s_.mu);
     s_.cv.wait(lock, [&] { return s_.released; });
-    s_.batch_sizes.push_back(batch.size());
-    s_.executed += static_cast<int>(batch.size());
-    for (auto& item : batch) item.result = InferResponse{};
+    s_.batch_sizes.push_back(execution.items.size());
+    s_.tiers.push_back(execution.tier);
+    bool fail = false, hang = false, slow = false;
+    for (auto& item : execution.items) {
+      s_.executed_ids.push_back(item.request->id);
+      fail = fail || item.request->id == "fail";
+      hang = hang || item.request->id == "hang";
+      slow = slow || item.request->id == "slow";
+    }
+    execution.set_stage(Stage::kExecute);
+    if (hang) s_.cv.wait(lock, [&] { return aborted_; });
+    if (slow) s_.cv.wait_for(lock, 100ms, [&] { return aborted_; });
+    if (aborted_) return Cancelled("aborted");
+    if (fail) return Internal("engine fault");
+    for (auto& item : execution.items) item.result = InferResponse{};
     return Status::Ok();
+  }
+  bool Abort() override {
+    std::lock_guard lock(s_.mu);
+    aborted_ = true;
+    s_.cv.notify_all();
+    return true;
   }
 
  private:
   FakeSession& s_;
+  bool aborted_ = false;  // guarded by s_.mu
 };
 
 Result<std::unique_ptr<Instance>> FakeSession::CreateInstance(int index) {
   if (fail_instances && index == 1) return Internal("no context");
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  sched_getaffinity(0, sizeof(set), &set);
-  std::vector<int> cores;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cores.push_back(c);
-  }
   std::lock_guard lock(mu);
-  affinity.push_back(cores);
+  ++instances;
   return std::unique_ptr<Instance>(std::make_unique<FakeInstance>(*this));
 }
 
 struct Outcome {
   std::promise<Status> promise;
   std::future<Status> future = promise.get_future();
+  Clock::time_point at;
 };
 
-std::unique_ptr<InferRequest> Request(Outcome& outcome,
-                                      Clock::time_point deadline = Clock::time_point::max()) {
+std::unique_ptr<InferRequest> Request(Outcome& outcome, std::string id = "",
+                                      Clock::time_point deadline = Clock::time_point::max(),
+                                      int priority = 0) {
   auto r = std::make_unique<InferRequest>();
+  r->id = std::move(id);
   r->deadline = deadline;
-  r->done = [&outcome](Result<InferResponse> result) { outcome.promise.set_value(result.status()); };
+  r->priority = priority;
+  r->done = [&outcome](Result<InferResponse> result) {
+    outcome.at = Clock::now();
+    outcome.promise.set_value(result.status());
+  };
   return r;
+}
+
+ModelScheduler::Options Opts(int max_batch = 1) {
+  ModelScheduler::Options o;
+  o.model = "m";
+  o.max_batch = max_batch;
+  o.levels = ModelScheduler::Levels(QueueConfig{}, 30s);
+  return o;
+}
+
+// Blocks the single worker on a first request, so that what follows stays queued.
+void OccupyWorker(ModelScheduler& s, FakeSession& session, Outcome& first) {
+  session.Hold();
+  ASSERT_TRUE(s.Enqueue(Request(first, "first")).ok());
+  while (s.executing() == 0) std::this_thread::sleep_for(1ms);
 }
 
 TEST(ModelSchedulerTest, BatchesWhatIsQueuedUpToMaxBatch) {
   FakeSession session;
-  session.released = false;
   std::vector<Outcome> outcomes(7);  // outlives the scheduler, which may still complete them
-  auto scheduler = ModelScheduler::Create({.model = "m", .max_batch = 4}, session);
+  Outcome first;
+  auto scheduler = ModelScheduler::Create(Opts(4), session);
   ASSERT_TRUE(scheduler.ok());
+  OccupyWorker(**scheduler, session, first);
   for (auto& o : outcomes) ASSERT_TRUE((*scheduler)->Enqueue(Request(o)).ok());
-  // The single worker took the first request at once and is blocked on it; the other six wait.
   session.Release();
   for (auto& o : outcomes) EXPECT_TRUE(o.future.get().ok());
   std::lock_guard lock(session.mu);
-  EXPECT_EQ(session.executed, 7);
-  for (size_t size : session.batch_sizes) EXPECT_LE(size, 4u);
-  EXPECT_GE(*std::max_element(session.batch_sizes.begin(), session.batch_sizes.end()), 2u);
+  EXPECT_THAT(session.batch_sizes, ElementsAre(1, 4, 3));
 }
 
 TEST(ModelSchedulerTest, WaitsUpToMaxQueueDelayForAPartialBatchToFill) {
   FakeSession session;
   std::vector<Outcome> outcomes(3);
-  auto scheduler = ModelScheduler::Create(
-      {.model = "m", .max_batch = 4, .max_queue_delay = std::chrono::milliseconds(80)}, session);
+  auto opts = Opts(4);
+  opts.max_queue_delay = 80ms;
+  auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_TRUE(scheduler.ok());
   const auto start = Clock::now();
   ASSERT_TRUE((*scheduler)->Enqueue(Request(outcomes[0])).ok());
@@ -124,56 +168,247 @@ TEST(ModelSchedulerTest, WaitsUpToMaxQueueDelayForAPartialBatchToFill) {
   ASSERT_TRUE((*scheduler)->Enqueue(Request(outcomes[2])).ok());
 }
 
-TEST(ModelSchedulerTest, RejectsWhenQueueFull) {
+TEST(ModelSchedulerTest, AFormedBatchRunsAtTheSmallestTierThatHoldsIt) {
   FakeSession session;
-  session.released = false;
-  Outcome running, a, b, rejected;
-  auto scheduler = ModelScheduler::Create({.model = "m", .max_queue_size = 2}, session);
+  auto opts = Opts(8);
+  opts.batch_tiers = {1, 2, 4, 8};
+  auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_TRUE(scheduler.ok());
-  ASSERT_TRUE((*scheduler)->Enqueue(Request(running)).ok());
-  while ((*scheduler)->executing() == 0) std::this_thread::sleep_for(1ms);
+  Outcome first;
+  std::vector<Outcome> three(3), five(5);
+  OccupyWorker(**scheduler, session, first);
+  for (auto& o : three) ASSERT_TRUE((*scheduler)->Enqueue(Request(o)).ok());
+  session.Release();
+  for (auto& o : three) ASSERT_TRUE(o.future.get().ok());
+  Outcome second;
+  OccupyWorker(**scheduler, session, second);
+  for (auto& o : five) ASSERT_TRUE((*scheduler)->Enqueue(Request(o)).ok());
+  session.Release();
+  for (auto& o : five) ASSERT_TRUE(o.future.get().ok());
+  {
+    std::lock_guard lock(session.mu);
+    EXPECT_THAT(session.batch_sizes, ElementsAre(1, 3, 1, 5));
+    EXPECT_THAT(session.tiers, ElementsAre(1, 4, 1, 8));
+  }
+  const SchedulerStats stats = (*scheduler)->stats();
+  EXPECT_EQ(stats.batches.at(4).executions, 1);
+  EXPECT_EQ(stats.batches.at(8).executions, 1);
+  EXPECT_EQ(stats.inference_count, 10);
+  EXPECT_EQ(stats.execution_count, 4);
+}
+
+TEST(ModelSchedulerTest, HigherLevelsGoFirstAndEachLevelIsFifo) {
+  FakeSession session;
+  auto scheduler = ModelScheduler::Create(Opts(1), session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome first;
+  std::vector<Outcome> o(6);
+  OccupyWorker(**scheduler, session, first);
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(o[0], "low-a", Clock::time_point::max(), 3)).ok());
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(o[1], "normal-a")).ok());  // model default: 2
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(o[2], "high-a", Clock::time_point::max(), 1)).ok());
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(o[3], "low-b", Clock::time_point::max(), 3)).ok());
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(o[4], "high-b", Clock::time_point::max(), 1)).ok());
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(o[5], "normal-b", Clock::time_point::max(), 2)).ok());
+  EXPECT_EQ((*scheduler)->stats().queued[1], 2);
+  session.Release();
+  for (auto& x : o) ASSERT_TRUE(x.future.get().ok());
+  EXPECT_THAT(session.Executed(), ElementsAre("first", "high-a", "high-b", "normal-a", "normal-b",
+                                              "low-a", "low-b"));
+}
+
+TEST(ModelSchedulerTest, AFullLevelAnswersAtOnceWhileOtherLevelsStillQueue) {
+  FakeSession session;
+  auto opts = Opts(1);
+  opts.levels[2].max_size = 2;
+  auto scheduler = ModelScheduler::Create(opts, session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome first, a, b, rejected, high;
+  OccupyWorker(**scheduler, session, first);
   ASSERT_TRUE((*scheduler)->Enqueue(Request(a)).ok());
   ASSERT_TRUE((*scheduler)->Enqueue(Request(b)).ok());
   Status s = (*scheduler)->Enqueue(Request(rejected));
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("queue for priority level 2 is full (2 requests)"));
   EXPECT_EQ(rejected.future.get().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE((*scheduler)->Enqueue(Request(high, "", Clock::time_point::max(), 1)).ok());
   session.Release();
-  EXPECT_TRUE(a.future.get().ok());
-  EXPECT_TRUE(b.future.get().ok());
+  for (Outcome* o : {&a, &b, &high}) EXPECT_TRUE(o->future.get().ok());
+  EXPECT_EQ((*scheduler)->stats().rejected, 1);
 }
 
-TEST(ModelSchedulerTest, ExpiredRequestsAreAnsweredWithoutExecution) {
+TEST(ModelSchedulerTest, ExpiredRequestsAreAnsweredAtTheirDeadlineWithoutExecution) {
   FakeSession session;
-  session.released = false;
-  Outcome running, expired;
-  auto scheduler = ModelScheduler::Create({.model = "m"}, session);
+  auto scheduler = ModelScheduler::Create(Opts(), session);
   ASSERT_TRUE(scheduler.ok());
-  ASSERT_TRUE((*scheduler)->Enqueue(Request(running)).ok());
-  ASSERT_TRUE((*scheduler)->Enqueue(Request(expired, Clock::now() + 10ms)).ok());
-  std::this_thread::sleep_for(30ms);
-  session.Release();
+  Outcome first, expired;
+  OccupyWorker(**scheduler, session, first);
+  const auto deadline = Clock::now() + 30ms;
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(expired, "expired", deadline)).ok());
+  // The only worker is still blocked: the watchdog answers the request at its deadline.
   Status s = expired.future.get();
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("it was not executed"));
-  EXPECT_TRUE(running.future.get().ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("it was not executed"));
+  EXPECT_LT(expired.at - deadline, 150ms);
+  session.Release();
+  EXPECT_TRUE(first.future.get().ok());
+  EXPECT_THAT(session.Executed(), ElementsAre("first"));
+  EXPECT_EQ((*scheduler)->stats().expired, 1);
+}
+
+TEST(ModelSchedulerTest, TheLevelTimeoutBoundsTheDeadline) {
+  FakeSession session;
+  auto opts = Opts();
+  opts.levels[3].timeout = 20ms;
+  auto scheduler = ModelScheduler::Create(opts, session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome first, low, normal;
+  OccupyWorker(**scheduler, session, first);
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(low, "low", Clock::time_point::max(), 3)).ok());
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(normal, "normal")).ok());
+  EXPECT_EQ(low.future.get().code(), StatusCode::kDeadlineExceeded);
+  session.Release();
+  EXPECT_TRUE(normal.future.get().ok());
+}
+
+TEST(ModelSchedulerTest, ACancelledRequestIsDroppedWithoutExecution) {
+  FakeSession session;
+  auto scheduler = ModelScheduler::Create(Opts(), session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome first, gone;
+  std::atomic<bool> client_gone{false};
+  OccupyWorker(**scheduler, session, first);
+  auto r = Request(gone, "gone");
+  r->cancelled = [&] { return client_gone.load(); };
+  ASSERT_TRUE((*scheduler)->Enqueue(std::move(r)).ok());
+  client_gone = true;
+  EXPECT_EQ(gone.future.get().code(), StatusCode::kCancelled);
+  session.Release();
+  EXPECT_TRUE(first.future.get().ok());
+  EXPECT_THAT(session.Executed(), ElementsAre("first"));
+  EXPECT_EQ((*scheduler)->stats().cancelled, 1);
+}
+
+TEST(ModelSchedulerTest, BreakerOpensAfterConsecutiveFailuresAndClosesAfterAProbe) {
+  FakeSession session;
+  auto opts = Opts();
+  opts.breaker = {.failures = 3, .cooldown = 150ms};
+  auto scheduler = ModelScheduler::Create(opts, session);
+  ASSERT_TRUE(scheduler.ok());
+  auto run = [&](const std::string& id) {
+    Outcome o;
+    (void)(*scheduler)->Enqueue(Request(o, id));
+    return o.future.get();
+  };
+  EXPECT_EQ(run("fail").code(), StatusCode::kInternal);
+  EXPECT_EQ(run("fail").code(), StatusCode::kInternal);
+  EXPECT_TRUE(run("ok").ok()) << "a success resets the count";
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(run("fail").code(), StatusCode::kInternal);
+  EXPECT_EQ((*scheduler)->breaker_state(), CircuitBreaker::State::kOpen);
+
+  // Open: answered at once, not queued, not executed.
+  const size_t executed = session.Executed().size();
+  Status s = run("ok");
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("3 consecutive failures"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("engine fault"));
+  EXPECT_EQ(session.Executed().size(), executed);
+
+  // Half-open after the cool-down: a failing probe opens it again ...
+  std::this_thread::sleep_for(160ms);
+  EXPECT_EQ(run("fail").code(), StatusCode::kInternal);
+  EXPECT_EQ((*scheduler)->breaker_state(), CircuitBreaker::State::kOpen);
+  EXPECT_EQ(run("ok").code(), StatusCode::kUnavailable);
+  // ... and a succeeding one closes it.
+  std::this_thread::sleep_for(160ms);
+  EXPECT_TRUE(run("ok").ok());
+  EXPECT_EQ((*scheduler)->breaker_state(), CircuitBreaker::State::kClosed);
+  EXPECT_TRUE(run("ok").ok());
+  EXPECT_EQ((*scheduler)->stats().breaker_opened, 2);
+}
+
+TEST(ModelSchedulerTest, HalfOpenLetsExactlyOneProbeThrough) {
+  FakeSession session;
+  auto opts = Opts();
+  opts.breaker = {.failures = 1, .cooldown = 50ms};
+  auto scheduler = ModelScheduler::Create(opts, session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome failed, probe, second;
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(failed, "fail")).ok());
+  EXPECT_EQ(failed.future.get().code(), StatusCode::kInternal);
+  std::this_thread::sleep_for(60ms);
+  session.Hold();
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(probe, "probe")).ok());
+  EXPECT_EQ((*scheduler)->Enqueue(Request(second, "second")).code(), StatusCode::kUnavailable);
+  EXPECT_EQ((*scheduler)->breaker_state(), CircuitBreaker::State::kHalfOpen);
+  session.Release();
+  EXPECT_TRUE(probe.future.get().ok());
+  EXPECT_EQ((*scheduler)->breaker_state(), CircuitBreaker::State::kClosed);
+}
+
+TEST(ModelSchedulerTest, WatchdogAnswersAHungExecutionQuarantinesAndRestarts) {
+  FakeSession session;
+  auto opts = Opts();
+  opts.watchdog_margin = 50ms;
+  opts.breaker = {.failures = 0, .cooldown = 60s};  // only the watchdog opens it
+  auto scheduler = ModelScheduler::Create(opts, session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome hung;
+  const auto deadline = Clock::now() + 50ms;
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(hung, "hang", deadline)).ok());
+  Status s = hung.future.get();
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("model 'm' version 1"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("batch of 1 in stage execute"));
+  EXPECT_GE(hung.at - deadline, 50ms);
+  EXPECT_LT(hung.at - deadline, 500ms);
+  EXPECT_EQ((*scheduler)->breaker_state(), CircuitBreaker::State::kOpen);
+  EXPECT_THAT((*scheduler)->breaker_reason(), HasSubstr("watchdog"));
+  // The aborted instance is replaced by a fresh one on the same worker.
+  for (int i = 0; i < 200 && (*scheduler)->stats().workers[0].restarts == 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  const SchedulerStats stats = (*scheduler)->stats();
+  EXPECT_EQ(stats.workers[0].restarts, 1);
+  EXPECT_EQ(stats.watchdog_reports, 1);
+  EXPECT_EQ(stats.failure, 1);
   std::lock_guard lock(session.mu);
-  EXPECT_EQ(session.executed, 1);
+  EXPECT_EQ(session.instances, 2);
+}
+
+TEST(ModelSchedulerTest, PreserveOrderingHoldsResponsesUntilEarlierOnesLeave) {
+  FakeSession session;
+  auto opts = Opts();
+  opts.thread_num = 2;
+  opts.preserve_ordering = true;
+  auto scheduler = ModelScheduler::Create(opts, session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome slow, fast;
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(slow, "slow")).ok());
+  while ((*scheduler)->executing() == 0) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(fast, "fast")).ok());
+  EXPECT_TRUE(fast.future.get().ok());
+  EXPECT_TRUE(slow.future.get().ok());
+  EXPECT_LE(slow.at, fast.at);
+  EXPECT_THAT(session.Executed(), ElementsAre("slow", "fast"));
 }
 
 TEST(ModelSchedulerTest, FailsToStartWhenAnInstanceCannotBeCreated) {
   FakeSession session;
   session.fail_instances = true;
-  auto scheduler = ModelScheduler::Create({.model = "m", .thread_num = 2}, session);
+  auto opts = Opts();
+  opts.thread_num = 2;
+  auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_FALSE(scheduler.ok());
   EXPECT_EQ(scheduler.status().message(), "creating instance 1: no context");
 }
 
 TEST(ModelSchedulerTest, StopAcceptingRejectsNewRequestsButFinishesQueuedOnes) {
   FakeSession session;
-  session.released = false;
-  Outcome queued, late;
-  auto scheduler = ModelScheduler::Create({.model = "m"}, session);
+  auto scheduler = ModelScheduler::Create(Opts(), session);
   ASSERT_TRUE(scheduler.ok());
+  Outcome first, queued, late;
+  OccupyWorker(**scheduler, session, first);
   ASSERT_TRUE((*scheduler)->Enqueue(Request(queued)).ok());
   (*scheduler)->StopAccepting();
   EXPECT_EQ((*scheduler)->Enqueue(Request(late)).code(), StatusCode::kUnavailable);
@@ -181,14 +416,22 @@ TEST(ModelSchedulerTest, StopAcceptingRejectsNewRequestsButFinishesQueuedOnes) {
   EXPECT_TRUE(queued.future.get().ok());
 }
 
-TEST(ModelSchedulerTest, PinsWorkersToTheConfiguredCores) {
+TEST(ModelSchedulerTest, WorkersReportTheirPinningAndNiceValue) {
   FakeSession session;
-  auto scheduler =
-      ModelScheduler::Create({.model = "m", .thread_num = 2, .cpu_affinity = {0}}, session);
+  auto opts = Opts();
+  opts.thread_num = 2;
+  opts.cpu_affinity = {0};
+  opts.nice = 5;
+  auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_TRUE(scheduler.ok());
-  std::lock_guard lock(session.mu);
-  ASSERT_EQ(session.affinity.size(), 2u);
-  for (const auto& cores : session.affinity) EXPECT_EQ(cores, std::vector<int>{0});
+  const auto workers = (*scheduler)->stats().workers;
+  ASSERT_EQ(workers.size(), 2u);
+  for (const auto& w : workers) {
+    EXPECT_EQ(w.cores, std::vector<int>{0});
+    EXPECT_EQ(w.nice, 5);
+    EXPECT_GT(w.tid, 0);
+  }
+  EXPECT_NE(workers[0].tid, workers[1].tid);
 }
 
 }  // namespace

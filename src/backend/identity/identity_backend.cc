@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -27,6 +28,7 @@ struct IdentityOptions {
   std::string fail_message;
   std::string hang_on;
   std::chrono::milliseconds hang_time{60'000};
+  Stage hang_stage = Stage::kExecute;
 };
 
 std::vector<std::string> DataTypeNames() {
@@ -74,6 +76,10 @@ IdentityOptions ReadOptions(const ModelConfig& model, ConfigErrors& errors) {
   o.fail_message = r.String("fail_message", "injected failure");
   o.hang_on = r.String("hang_on", "");
   o.hang_time = std::chrono::milliseconds(r.Int("hang_ms", 60'000, 0, 3'600'000));
+  const std::string stage = r.String("hang_stage", "execute", {"preprocess", "execute", "postprocess"});
+  o.hang_stage = stage == "preprocess" ? Stage::kPreprocess
+                 : stage == "postprocess" ? Stage::kPostprocess
+                                          : Stage::kExecute;
   r.Finish();
   return o;
 }
@@ -83,10 +89,16 @@ class IdentitySession;
 class IdentityInstance final : public Instance {
  public:
   explicit IdentityInstance(IdentitySession& session) : session_(session) {}
-  Status Execute(BatchView batch) override;
+  Status Execute(Execution& execution) override;
+  bool Abort() override;
 
  private:
+  // Sleeps for `d` unless interrupted or aborted first; returns false when cut short.
+  bool Wait(std::chrono::nanoseconds d);
+  Status MaybeHang(const Execution& execution, Stage stage);
+
   IdentitySession& session_;  // not owned; outlives its instances
+  std::atomic<bool> aborted_{false};
 };
 
 class IdentitySession final : public Session {
@@ -105,18 +117,30 @@ class IdentitySession final : public Session {
   Result<std::unique_ptr<Instance>> CreateInstance(int) override {
     return std::unique_ptr<Instance>(std::make_unique<IdentityInstance>(*this));
   }
-  void Interrupt() override {
-    std::lock_guard lock(mu_);
-    interrupted_ = true;
-    cv_.notify_all();
+  void Interrupt() override { Wake(&interrupted_); }
+  std::map<std::string, int64_t> counters() const override {
+    return {{"executions", static_cast<int64_t>(calls_.load())},
+            {"items", items_.load()},
+            {"padded_items", padded_.load()}};
   }
 
   const IdentityOptions& options() const { return options_; }
-  uint64_t NextCall() { return ++calls_; }
-  // Sleeps for `d` unless interrupted first; returns false when interrupted.
-  bool Wait(std::chrono::nanoseconds d) {
+  uint64_t NextCall(const Execution& e) {
+    items_ += static_cast<int64_t>(e.items.size());
+    padded_ += std::max<int64_t>(0, e.tier - static_cast<int64_t>(e.items.size()));
+    return ++calls_;
+  }
+  // Sleeps for `d` unless the session is interrupted or `aborted` turns true first; returns
+  // false when cut short.
+  bool Wait(std::chrono::nanoseconds d, const std::atomic<bool>& aborted) {
     std::unique_lock lock(mu_);
-    return !cv_.wait_for(lock, d, [&] { return interrupted_; });
+    return !cv_.wait_for(lock, d, [&] { return interrupted_.load() || aborted.load(); });
+  }
+  // Sets `flag` and wakes every Wait().
+  void Wake(std::atomic<bool>* flag) {
+    std::lock_guard lock(mu_);
+    flag->store(true);
+    cv_.notify_all();
   }
 
  private:
@@ -124,9 +148,11 @@ class IdentitySession final : public Session {
   const ModelSignature signature_;
   std::unique_ptr<char[]> memory_;
   std::atomic<uint64_t> calls_{0};
+  std::atomic<int64_t> items_{0};
+  std::atomic<int64_t> padded_{0};  // rows a fixed-gear engine would have padded
   std::mutex mu_;
   std::condition_variable cv_;
-  bool interrupted_ = false;
+  std::atomic<bool> interrupted_{false};
 };
 
 bool HasMarker(const InferRequest& request, const std::string& marker) {
@@ -140,21 +166,41 @@ bool HasMarker(const InferRequest& request, const std::string& marker) {
   return false;
 }
 
-Status IdentityInstance::Execute(BatchView batch) {
+bool IdentityInstance::Wait(std::chrono::nanoseconds d) { return session_.Wait(d, aborted_); }
+
+bool IdentityInstance::Abort() {
+  session_.Wake(&aborted_);
+  return true;
+}
+
+Status IdentityInstance::MaybeHang(const Execution& execution, Stage stage) {
   const IdentityOptions& o = session_.options();
-  const uint64_t call = session_.NextCall();
-  for (const auto& item : batch) {
-    if (HasMarker(*item.request, o.hang_on) && !session_.Wait(o.hang_time)) {
+  if (o.hang_stage != stage) return Status::Ok();
+  for (const auto& item : execution.items) {
+    if (HasMarker(*item.request, o.hang_on) && !Wait(o.hang_time)) {
       return Cancelled("identity execution interrupted while hanging");
     }
   }
+  return Status::Ok();
+}
+
+Status IdentityInstance::Execute(Execution& execution) {
+  const IdentityOptions& o = session_.options();
+  BatchView batch = execution.items;
+  const uint64_t call = session_.NextCall(execution);
+  execution.set_stage(Stage::kPreprocess);
+  MMS_RETURN_IF_ERROR(MaybeHang(execution, Stage::kPreprocess));
+  execution.set_stage(Stage::kExecute);
+  MMS_RETURN_IF_ERROR(MaybeHang(execution, Stage::kExecute));
   const auto latency = o.latency + o.latency_per_item * static_cast<int64_t>(batch.size());
-  if (latency.count() > 0 && !session_.Wait(latency)) {
+  if (latency.count() > 0 && !Wait(latency)) {
     return Cancelled("identity execution interrupted");
   }
   if (o.fail_every_n > 0 && call % static_cast<uint64_t>(o.fail_every_n) == 0) {
     return Status(o.fail_code, o.fail_message + " (call " + std::to_string(call) + ")");
   }
+  execution.set_stage(Stage::kPostprocess);
+  MMS_RETURN_IF_ERROR(MaybeHang(execution, Stage::kPostprocess));
   for (auto& item : batch) {
     InferResponse response;
     for (const auto& input : item.request->inputs) {

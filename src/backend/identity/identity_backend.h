@@ -12,7 +12,10 @@
 //     fail_code: Internal      # the StatusCode of injected failures
 //     fail_message: "injected failure"
 //     hang_on: ""              # a BYTES element equal to this hangs the execution ...
-//     hang_ms: 60000           # ... for this long, or until the session is interrupted
+//     hang_ms: 60000           # ... for this long, or until interrupted or aborted ...
+//     hang_stage: execute      # ... in this stage: preprocess | execute | postprocess
+//
+//   counters: executions, items, padded_items (rows a fixed-gear engine would pad to the tier)
 #pragma once
 
 #include "backend/backend.h"

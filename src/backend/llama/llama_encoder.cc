@@ -59,6 +59,7 @@ LlamaEncoder::LlamaEncoder(const llama_model* model, EncoderTask task, LlamaOpti
       options_(std::move(options)),
       stats_(stats),
       context_(std::move(context)) {
+  llama_set_abort_callback(context_.get(), &LlamaAbortRequested, &aborted_);
   n_batch_ = static_cast<int>(llama_n_batch(context_.get()));
   n_seq_max_ = static_cast<int>(llama_n_seq_max(context_.get()));
   n_embd_ = llama_model_n_embd_out(model_);
@@ -164,6 +165,7 @@ Status LlamaEncoder::Decode(const std::vector<Sequence>& seqs, size_t begin, siz
   }
   llama_memory_clear(llama_get_memory(context_.get()), true);
   if (int rc = llama_decode(context_.get(), batch_); rc != 0) {
+    if (rc == 2) return Cancelled("llama_decode was aborted");
     return Internal("llama_decode failed with code " + std::to_string(rc));
   }
   stats_.decodes.fetch_add(1);
@@ -184,7 +186,18 @@ Status LlamaEncoder::Decode(const std::vector<Sequence>& seqs, size_t begin, siz
   return Status::Ok();
 }
 
-Status LlamaEncoder::Execute(BatchView batch) {
+bool LlamaAbortRequested(void* flag) {
+  return static_cast<std::atomic<bool>*>(flag)->load(std::memory_order_relaxed);
+}
+
+bool LlamaEncoder::Abort() {
+  aborted_.store(true);
+  return true;
+}
+
+Status LlamaEncoder::Execute(Execution& execution) {
+  BatchView batch = execution.items;
+  execution.set_stage(Stage::kPreprocess);
   // Tokenize every text of every request; a request with a bad input fails alone.
   std::vector<Sequence> seqs;
   std::vector<uint8_t> truncated;
@@ -201,6 +214,7 @@ Status LlamaEncoder::Execute(BatchView batch) {
     first[b + 1] = seqs.size();
   }
   // Pack sequences into decodes up to the token budget and the sequence limit.
+  execution.set_stage(Stage::kExecute);
   std::vector<float> rows(seqs.size() * static_cast<size_t>(row_width_));
   for (size_t begin = 0; begin < seqs.size();) {
     size_t end = begin;
@@ -214,6 +228,7 @@ Status LlamaEncoder::Execute(BatchView batch) {
     begin = end;
   }
   // Split the rows back per request.
+  execution.set_stage(Stage::kPostprocess);
   for (size_t b = 0; b < batch.size(); ++b) {
     if (failed[b]) continue;
     const size_t n = first[b + 1] - first[b];

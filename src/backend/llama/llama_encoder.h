@@ -22,6 +22,9 @@ struct LlamaContextDeleter {
 using LlamaModelPtr = std::unique_ptr<llama_model, LlamaModelDeleter>;
 using LlamaContextPtr = std::unique_ptr<llama_context, LlamaContextDeleter>;
 
+// The abort callback llama.cpp polls during a decode: `flag` is a std::atomic<bool>.
+bool LlamaAbortRequested(void* flag);
+
 // Decode counters shared by a session's instances, for stats and tests.
 struct LlamaStats {
   std::atomic<uint64_t> decodes{0};
@@ -39,7 +42,8 @@ class LlamaEncoder final : public Instance {
                                                       LlamaStats& stats);
   ~LlamaEncoder() override;
 
-  Status Execute(BatchView batch) override;
+  Status Execute(Execution& execution) override;
+  bool Abort() override;
 
   // The longest input (in tokens) one sequence may have.
   int max_tokens() const { return max_tokens_; }
@@ -70,6 +74,7 @@ class LlamaEncoder final : public Instance {
   const LlamaOptions options_;
   LlamaStats& stats_;
   LlamaContextPtr context_;
+  std::atomic<bool> aborted_{false};
   llama_batch batch_;
   int n_embd_;
   int row_width_;   // floats written per sequence: n_embd (embed) or 1 (rerank)

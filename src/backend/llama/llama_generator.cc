@@ -50,6 +50,7 @@ LlamaGenerator::LlamaGenerator(const llama_model* model, LlamaOptions options, L
       stats_(stats),
       context_(std::move(context)),
       slots_(static_cast<size_t>(llama_n_seq_max(context_.get()))) {
+  llama_set_abort_callback(context_.get(), &LlamaAbortRequested, &aborted_);
   n_batch_ = static_cast<int>(llama_n_batch(context_.get()));
   n_ctx_seq_ = static_cast<int>(llama_n_ctx_seq(context_.get()));
   batch_ = llama_batch_init(n_batch_, 0, 1);
@@ -58,6 +59,11 @@ LlamaGenerator::LlamaGenerator(const llama_model* model, LlamaOptions options, L
 LlamaGenerator::~LlamaGenerator() {
   CancelAll(Unavailable("the model was unloaded"));
   llama_batch_free(batch_);
+}
+
+bool LlamaGenerator::Abort() {
+  aborted_.store(true);
+  return true;
 }
 
 int LlamaGenerator::free_slots() const { return static_cast<int>(slots_.size()) - active_; }

@@ -39,6 +39,7 @@ class LlamaGenerator final : public ContinuousInstance {
   bool idle() const override { return active_ == 0; }
   void Step() override;
   void CancelAll(const Status& status) override;
+  bool Abort() override;
 
  private:
   struct Slot {
@@ -70,6 +71,7 @@ class LlamaGenerator final : public ContinuousInstance {
   const LlamaOptions options_;
   LlamaStats& stats_;
   LlamaContextPtr context_;
+  std::atomic<bool> aborted_{false};
   llama_batch batch_;
   std::vector<Slot> slots_;
   int active_ = 0;

@@ -38,6 +38,59 @@ json ModelMetadata(const ModelInfo& info) {
   return out;
 }
 
+json Duration(int64_t count, int64_t ns) { return {{"count", count}, {"ns", ns}}; }
+
+// Triton's statistics shape (so its tools read it), with what Triton lacks under "mmserve".
+json ModelStats(const ModelInfo& info) {
+  json out = {{"name", info.config.name},
+              {"version", std::to_string(info.config.version)},
+              {"inference_count", 0},
+              {"execution_count", 0}};
+  json mms = {{"state", std::string(ModelStateName(info.state))},
+              {"memory", {{"estimate_bytes", info.estimate.bytes},
+                          {"estimate_source", info.estimate.source},
+                          {"measured_bytes", info.measured_bytes},
+                          {"resident_bytes", info.resident_bytes}}},
+              {"counters", info.counters}};
+  if (!info.reason.empty() && info.state != ModelState::kReady) mms["reason"] = info.reason;
+  if (const auto& st = info.stats) {
+    const int64_t executed = st->success + st->failure;
+    out["inference_count"] = st->inference_count;
+    out["execution_count"] = st->execution_count;
+    out["inference_stats"] = {
+        {"success", Duration(st->success, 0)},
+        {"fail", Duration(st->failure + st->expired, 0)},
+        {"queue", Duration(executed, st->queue_ns)},
+        {"compute_infer", Duration(executed, st->compute_ns)}};
+    json batches = json::array();
+    for (const auto& [size, b] : st->batches) {
+      batches.push_back({{"batch_size", size}, {"compute_infer", Duration(b.executions, b.compute_ns)}});
+    }
+    out["batch_stats"] = batches;
+    json queued = json::object();
+    for (size_t l = 1; l < st->queued.size(); ++l) {
+      if (st->queued[l] > 0) queued[std::to_string(l)] = st->queued[l];
+    }
+    json workers = json::array();
+    for (const auto& w : st->workers) {
+      workers.push_back({{"index", w.index}, {"tid", w.tid}, {"cores", w.cores},
+                         {"nice", w.nice}, {"restarts", w.restarts}});
+    }
+    mms["queued_by_level"] = queued;
+    mms["executing"] = st->executing;
+    mms["rejected"] = st->rejected;
+    mms["expired"] = st->expired;
+    mms["cancelled"] = st->cancelled;
+    mms["breaker"] = {{"state", std::string(BreakerStateName(st->breaker))},
+                      {"reason", st->breaker_reason},
+                      {"times_opened", st->breaker_opened}};
+    mms["watchdog_reports"] = st->watchdog_reports;
+    mms["workers"] = workers;
+  }
+  out["mmserve"] = mms;
+  return out;
+}
+
 HttpResponse EmptyResponse(http::status code, unsigned version, bool keep_alive) {
   HttpResponse res(code, version);
   res.keep_alive(keep_alive);
@@ -76,7 +129,7 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
     if (!is_get) return reply(ErrorResponse(InvalidArgument("use GET for " + target), v, ka));
     json body = {{"name", "mmserve"},
                  {"version", kVersion},
-                 {"extensions", {"binary_tensor_data"}}};
+                 {"extensions", {"binary_tensor_data", "statistics", "async_jobs"}}};
     return reply(JsonResponse(http::status::ok, body.dump(), v, ka));
   }
   if (target == "/v2/health/live") {
@@ -86,9 +139,20 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
     return reply(EmptyResponse(service_.Ready() ? http::status::ok : http::status::bad_request,
                                v, ka));
   }
-  // /v2/models/{name}[/versions/{version}][/ready|/infer]
+  if (target == "/v2/models/stats") {
+    if (!is_get) return reply(ErrorResponse(InvalidArgument("use GET for " + target), v, ka));
+    json stats = json::array();
+    for (const auto& info : service_.ListModels()) stats.push_back(ModelStats(info));
+    return reply(JsonResponse(http::status::ok, json{{"model_stats", stats}}.dump(), v, ka));
+  }
+  static const std::regex kJobRoute(R"(/v2/jobs/([0-9a-f]+)/?)");
+  std::smatch job;
+  if (std::regex_match(target, job, kJobRoute)) {
+    return HandleJob(request, job[1].str(), reply);
+  }
+  // /v2/models/{name}[/versions/{version}][/ready|/infer|/stats]
   static const std::regex kModelRoute(
-      R"(/v2/models/([^/]+)(?:/versions/([^/]+))?(?:/(ready|infer))?/?)");
+      R"(/v2/models/([^/]+)(?:/versions/([^/]+))?(?:/(ready|infer|stats))?/?)");
   std::smatch m;
   if (std::regex_match(target, m, kModelRoute)) {
     int64_t version = 0;
@@ -129,6 +193,12 @@ void HttpRouter::HandleModel(const HttpRequest& request, const std::string& name
   if (action == "ready") {
     const bool ready = info->state == ModelState::kReady && service_.accepting();
     return reply(EmptyResponse(ready ? http::status::ok : http::status::bad_request, v, ka));
+  }
+  if (action == "stats") {
+    return reply(JsonResponse(http::status::ok,
+                              json{{"model_stats", {ModelStats(*info)}}}.dump(
+                                  -1, ' ', false, json::error_handler_t::replace),
+                              v, ka));
   }
   reply(JsonResponse(http::status::ok, ModelMetadata(*info).dump(), v, ka));
 }
@@ -171,6 +241,20 @@ void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64
   ctx.model_name = name;
   // A per-request snapshot of the model would copy its whole config: ask for the version only.
   ctx.model_version = service_.ServedVersion(name);
+  bool async = false;
+  if (auto it = request.find("Prefer"); it != request.end()) {
+    async = it->value().find("respond-async") != boost::beast::string_view::npos;
+  }
+  if (auto it = infer->parameters.find("async"); it != infer->parameters.end()) {
+    const bool* on = std::get_if<bool>(&it->second);
+    if (!on) {
+      return reply(
+          ErrorResponse(InvalidArgument("parameters.async: expected true or false"), v, ka));
+    }
+    async = async || *on;
+    infer->parameters.erase(it);
+  }
+  if (async) return StartJob(std::move(infer), ctx.model_version, v, ka, reply);
   if (auto it = infer->parameters.find("stream"); it != infer->parameters.end()) {
     const bool* on = std::get_if<bool>(&it->second);
     if (!on) {
@@ -198,8 +282,10 @@ void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64
     res.prepare_payload();
     reply(std::move(res));
   };
-  // A streaming backend asks after every piece whether to go on: stop when the client left.
+  // A streaming backend asks after every piece whether to go on: stop when the client left;
+  // a request still queued when the client leaves is dropped without being executed.
   infer->on_partial = [gone = connection.client_gone](const InferResponse&) { return !gone(); };
+  infer->cancelled = connection.client_gone;
   infer->done = [post = std::move(post), respond = std::move(respond)](
                     Result<InferResponse> result) mutable {
     post([respond = std::move(respond), result = std::move(result)]() mutable {
@@ -207,6 +293,61 @@ void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64
     });
   };
   service_.Submit(std::move(infer));
+}
+
+void HttpRouter::StartJob(std::unique_ptr<InferRequest> infer, int64_t model_version,
+                          unsigned version, bool keep_alive, const HttpReply& reply) {
+  auto id = service_.jobs().Start(*infer, model_version);
+  if (!id.ok()) return reply(ErrorResponse(id.status(), version, keep_alive));
+  const std::string url = "/v2/jobs/" + *id;
+  json body = {{"id", *id},
+               {"model_name", infer->model_name},
+               {"status", std::string(JobStateName(JobState::kPending))},
+               {"url", url}};
+  service_.Submit(std::move(infer));
+  HttpResponse res = JsonResponse(http::status::accepted, body.dump(), version, keep_alive);
+  res.set(http::field::location, url);
+  reply(std::move(res));
+}
+
+void HttpRouter::HandleJob(const HttpRequest& request, const std::string& id,
+                           const HttpReply& reply) {
+  const unsigned v = request.version();
+  const bool ka = request.keep_alive();
+  if (request.method() == http::verb::delete_) {
+    auto state = service_.jobs().Cancel(id);
+    if (!state.ok()) return reply(ErrorResponse(state.status(), v, ka));
+    json body = {{"id", id}, {"status", std::string(JobStateName(*state))}};
+    if (*state != JobState::kCancelled) body["deleted"] = true;
+    return reply(JsonResponse(http::status::ok, body.dump(), v, ka));
+  }
+  if (request.method() != http::verb::get) {
+    HttpResponse res = ErrorResponse(InvalidArgument("use GET or DELETE for a job"), v, ka);
+    res.result(http::status::method_not_allowed);
+    return reply(std::move(res));
+  }
+  auto job = service_.jobs().Get(id);
+  if (!job.ok()) return reply(ErrorResponse(job.status(), v, ka));
+  json head = {{"id", job->id},
+               {"model_name", job->model},
+               {"model_version", std::to_string(job->model_version)},
+               {"status", std::string(JobStateName(job->state))},
+               {"age_ms", job->age.count()}};
+  if (job->state != JobState::kPending) head["run_time_ms"] = job->run_time.count();
+  std::string body = head.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (job->result && job->result->ok()) {
+    // The result is the infer response the request would have had, in JSON.
+    ResponseContext ctx{.model_name = job->model, .model_version = job->model_version,
+                        .id = job->request_id};
+    body.pop_back();
+    body += ",\"result\":" + EncodeInferResponse(**job->result, ctx).body + "}";
+  } else if (job->result) {
+    const Status& s = job->result->status();
+    head["error"] = std::string(s.message());
+    head["error_code"] = static_cast<int>(HttpStatusFor(s.code()));
+    body = head.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  reply(JsonResponse(http::status::ok, std::move(body), v, ka));
 }
 
 void HttpRouter::StreamInfer(std::unique_ptr<InferRequest> infer, ResponseContext ctx,

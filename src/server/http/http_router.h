@@ -56,6 +56,11 @@ class HttpRouter {
                    const std::string& action, HttpReply reply);
   void HandleInfer(HttpRequest request, const std::string& name, int64_t version,
                    HttpReply reply, HttpConnection connection);
+  // With the request parameter "async": true (or "Prefer: respond-async"): 202 with the job's
+  // id and URL at once; GET /v2/jobs/{id} gives its status, then its result.
+  void StartJob(std::unique_ptr<InferRequest> infer, int64_t model_version, unsigned version,
+                bool keep_alive, const HttpReply& reply);
+  void HandleJob(const HttpRequest& request, const std::string& id, const HttpReply& reply);
   // With the request parameter "stream": true — each partial output (a generated token's text)
   // is an SSE event `data: <infer response JSON>`; the last event is the complete response.
   void StreamInfer(std::unique_ptr<InferRequest> infer, ResponseContext ctx, unsigned version,

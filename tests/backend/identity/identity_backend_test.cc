@@ -25,6 +25,11 @@ InferRequest FloatRequest(std::vector<float> values) {
   return r;
 }
 
+Status RunBatch(Instance& instance, std::vector<BatchItem>& batch, int tier = 0) {
+  Execution execution{.items = BatchView(batch), .tier = tier ? tier : static_cast<int>(batch.size())};
+  return instance.Execute(execution);
+}
+
 class IdentityBackendTest : public ::testing::Test {
  protected:
   std::unique_ptr<Session> Load(const std::string& params) {
@@ -49,7 +54,7 @@ TEST_F(IdentityBackendTest, EchoesEveryRequestOfABatch) {
   auto instance = NewInstance(*session);
   InferRequest a = FloatRequest({1, 2}), b = FloatRequest({3});
   std::vector<BatchItem> batch = {{&a}, {&b}};
-  ASSERT_TRUE(instance->Execute(batch).ok());
+  ASSERT_TRUE(RunBatch(*instance, batch).ok());
   ASSERT_TRUE(batch[0].result.ok());
   EXPECT_EQ(batch[0].result->outputs[0].name(), "OUTPUT0");
   EXPECT_EQ(batch[0].result->outputs[0].data(), a.inputs[0].data());
@@ -62,7 +67,7 @@ TEST_F(IdentityBackendTest, InjectsLatencyPerCallAndPerItem) {
   InferRequest a = FloatRequest({1}), b = FloatRequest({2});
   std::vector<BatchItem> batch = {{&a}, {&b}};
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(instance->Execute(batch).ok());
+  ASSERT_TRUE(RunBatch(*instance, batch).ok());
   EXPECT_GE(std::chrono::steady_clock::now() - start, 40ms);
 }
 
@@ -71,11 +76,11 @@ TEST_F(IdentityBackendTest, FailsEveryNthCallWithTheConfiguredError) {
   auto instance = NewInstance(*session);
   InferRequest a = FloatRequest({1});
   std::vector<BatchItem> batch = {{&a}};
-  EXPECT_TRUE(instance->Execute(batch).ok());
-  Status second = instance->Execute(batch);
+  EXPECT_TRUE(RunBatch(*instance, batch).ok());
+  Status second = RunBatch(*instance, batch);
   EXPECT_EQ(second.code(), StatusCode::kUnavailable);
   EXPECT_EQ(second.message(), "boom (call 2)");
-  EXPECT_TRUE(instance->Execute(batch).ok());
+  EXPECT_TRUE(RunBatch(*instance, batch).ok());
 }
 
 TEST_F(IdentityBackendTest, HangsOnTheMarkerUntilInterrupted) {
@@ -92,10 +97,41 @@ TEST_F(IdentityBackendTest, HangsOnTheMarkerUntilInterrupted) {
     session->Interrupt();
   });
   const auto start = std::chrono::steady_clock::now();
-  Status s = instance->Execute(batch);
+  Status s = RunBatch(*instance, batch);
   EXPECT_EQ(s.code(), StatusCode::kCancelled);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 50ms);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+TEST_F(IdentityBackendTest, AbortEndsAHangInTheConfiguredStage) {
+  auto session = Load(
+      "{hang_on: STOP, hang_stage: postprocess, tensors: [{input: T, output: U, datatype: BYTES}]}");
+  auto instance = NewInstance(*session);
+  InferRequest r;
+  std::string data;
+  Tensor::AppendBytesElement(data, "STOP");
+  r.inputs.emplace_back("T", DataType::kBytes, Shape{1}, data);
+  std::vector<BatchItem> batch = {{&r}};
+  Execution execution{.items = BatchView(batch), .tier = 1};
+  std::jthread aborter([&] {
+    while (execution.stage.load() != Stage::kPostprocess) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(20ms);
+    EXPECT_TRUE(instance->Abort());
+  });
+  EXPECT_EQ(instance->Execute(execution).code(), StatusCode::kCancelled);
+  EXPECT_EQ(execution.stage.load(), Stage::kPostprocess);
+}
+
+TEST_F(IdentityBackendTest, CountsTheRowsAFixedTierPads) {
+  auto session = Load("{}");
+  auto instance = NewInstance(*session);
+  InferRequest a = FloatRequest({1}), b = FloatRequest({2}), c = FloatRequest({3});
+  std::vector<BatchItem> batch = {{&a}, {&b}, {&c}};
+  ASSERT_TRUE(RunBatch(*instance, batch, 4).ok());
+  const auto counters = session->counters();
+  EXPECT_EQ(counters.at("executions"), 1);
+  EXPECT_EQ(counters.at("items"), 3);
+  EXPECT_EQ(counters.at("padded_items"), 1);
 }
 
 long MaxRssKb() {

@@ -1,0 +1,99 @@
+#include "scheduler/circuit_breaker.h"
+
+#include "common/logging.h"
+
+namespace mmserve {
+
+std::string_view BreakerStateName(CircuitBreaker::State state) {
+  switch (state) {
+    case CircuitBreaker::State::kClosed: return "closed";
+    case CircuitBreaker::State::kOpen: return "open";
+    case CircuitBreaker::State::kHalfOpen: return "half_open";
+  }
+  return "unknown";
+}
+
+Status CircuitBreaker::Admit(Clock::time_point now, Ticket& ticket) {
+  ticket.probe = false;
+  std::lock_guard lock(mu_);
+  if (state_ == State::kClosed) return Status::Ok();
+  if (state_ == State::kOpen && now - opened_at_ >= options_.cooldown) {
+    state_ = State::kHalfOpen;
+    spdlog::info("model {}: circuit breaker half-open; letting one probe request through", model_);
+  }
+  if (state_ == State::kHalfOpen && !probe_out_) {
+    probe_out_ = true;
+    ticket.probe = true;
+    return Status::Ok();
+  }
+  std::string retry;
+  if (state_ == State::kOpen) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        options_.cooldown - (now - opened_at_));
+    retry = "; a probe request is let through in " + std::to_string(left.count()) + " ms";
+  } else {
+    retry = "; a probe request is checking whether it recovered";
+  }
+  return Unavailable("model '" + model_ + "' is out of service (circuit breaker open): " +
+                     reason_ + retry);
+}
+
+void CircuitBreaker::Record(const Ticket& ticket, Outcome outcome, const std::string& what,
+                            Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  if (ticket.probe) {
+    probe_out_ = false;
+    if (state_ != State::kHalfOpen) return;  // tripped again meanwhile
+    if (outcome == Outcome::kSuccess) {
+      state_ = State::kClosed;
+      consecutive_ = 0;
+      reason_.clear();
+      spdlog::info("model {}: circuit breaker closed; the probe request succeeded", model_);
+    } else if (outcome == Outcome::kFailure) {
+      Open("the probe request failed: " + what, now);
+    }
+    return;
+  }
+  if (state_ != State::kClosed) return;  // requests admitted before it opened say nothing new
+  if (outcome == Outcome::kSuccess) {
+    consecutive_ = 0;
+  } else if (outcome == Outcome::kFailure) {
+    ++consecutive_;
+    if (options_.failures > 0 && consecutive_ >= options_.failures) {
+      Open(std::to_string(consecutive_) + " consecutive failures or timeouts, the last: " + what,
+           now);
+    }
+  }
+}
+
+void CircuitBreaker::Trip(const std::string& why, Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  Open(why, now);
+}
+
+void CircuitBreaker::Open(std::string why, Clock::time_point now) {
+  state_ = State::kOpen;
+  opened_at_ = now;
+  consecutive_ = 0;
+  reason_ = std::move(why);
+  ++times_opened_;
+  spdlog::warn("model {}: circuit breaker open for {} ms: {}", model_, options_.cooldown.count(),
+               reason_);
+}
+
+CircuitBreaker::State CircuitBreaker::state() const {
+  std::lock_guard lock(mu_);
+  return state_;
+}
+
+std::string CircuitBreaker::reason() const {
+  std::lock_guard lock(mu_);
+  return reason_;
+}
+
+int64_t CircuitBreaker::times_opened() const {
+  std::lock_guard lock(mu_);
+  return times_opened_;
+}
+
+}  // namespace mmserve

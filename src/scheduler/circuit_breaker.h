@@ -1,0 +1,67 @@
+// CircuitBreaker: takes a model out of service after N consecutive timeouts or failures, lets
+// one probe request through after a cool-down, and puts the model back when the probe succeeds.
+//
+//   kClosed ──N consecutive failures / Trip()──► kOpen ──cool-down passed, next request──► kHalfOpen
+//      ▲                                           ▲                                         │
+//      └──────────── the probe succeeds ───────────┴────────── the probe fails ──────────────┘
+//
+// Thread-safe. The clock is passed in, so tests need not sleep.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <string>
+
+#include "common/status.h"
+
+namespace mmserve {
+
+class CircuitBreaker {
+ public:
+  using Clock = std::chrono::steady_clock;
+  enum class State { kClosed, kOpen, kHalfOpen };
+  enum class Outcome { kSuccess, kFailure, kNeutral };  // kNeutral: says nothing about the model
+
+  struct Options {
+    int failures = 5;  // consecutive failures that open the breaker; 0 = never (Trip() still does)
+    std::chrono::milliseconds cooldown{10'000};
+  };
+
+  // The ticket of one admitted request, handed back to Record().
+  struct Ticket {
+    bool probe = false;
+  };
+
+  CircuitBreaker(std::string model, Options options)
+      : model_(std::move(model)), options_(options) {}
+
+  // OK (with a ticket) when a request may go ahead; Unavailable with the reason when the breaker
+  // is open, or half-open with its probe still out.
+  Status Admit(Clock::time_point now, Ticket& ticket);
+  // The outcome of an admitted request; `what` describes a failure for the reason text.
+  void Record(const Ticket& ticket, Outcome outcome, const std::string& what,
+              Clock::time_point now);
+  // Opens the breaker at once (the watchdog found a hung execution).
+  void Trip(const std::string& why, Clock::time_point now);
+
+  State state() const;
+  std::string reason() const;  // why it is open; empty when closed
+  int64_t times_opened() const;
+
+ private:
+  void Open(std::string why, Clock::time_point now);  // REQUIRES: mu_ held
+
+  const std::string model_;
+  const Options options_;
+  mutable std::mutex mu_;
+  State state_ = State::kClosed;  // guarded by mu_
+  int consecutive_ = 0;           // guarded by mu_
+  bool probe_out_ = false;        // guarded by mu_
+  Clock::time_point opened_at_;   // guarded by mu_
+  std::string reason_;            // guarded by mu_
+  int64_t times_opened_ = 0;      // guarded by mu_
+};
+
+std::string_view BreakerStateName(CircuitBreaker::State state);  // "closed", "open", "half_open"
+
+}  // namespace mmserve

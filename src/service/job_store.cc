@@ -1,0 +1,115 @@
+#include "service/job_store.h"
+
+#include <atomic>
+#include <cstdio>
+
+namespace mmserve {
+
+std::string_view JobStateName(JobState state) {
+  switch (state) {
+    case JobState::kPending: return "PENDING";
+    case JobState::kSucceeded: return "SUCCEEDED";
+    case JobState::kFailed: return "FAILED";
+    case JobState::kCancelled: return "CANCELLED";
+  }
+  return "UNKNOWN";
+}
+
+struct JobStore::Record {
+  std::string id;
+  std::string model;
+  int64_t model_version = 0;
+  std::string request_id;
+  Clock::time_point created = Clock::now();
+  std::atomic<bool> cancelled{false};
+  std::mutex mu;
+  JobState state = JobState::kPending;           // guarded by mu
+  Clock::time_point finished;                    // guarded by mu
+  std::optional<Result<InferResponse>> result;   // guarded by mu
+};
+
+Result<std::string> JobStore::Start(InferRequest& request, int64_t model_version) {
+  auto record = std::make_shared<Record>();
+  record->model = request.model_name;
+  record->model_version = model_version;
+  record->request_id = request.id;
+  {
+    std::lock_guard lock(mu_);
+    Expire(Clock::now());
+    if (jobs_.size() >= static_cast<size_t>(config_.max)) {
+      return ResourceExhausted("too many asynchronous jobs: " + std::to_string(config_.max) +
+                               " are pending or waiting to be fetched (global.jobs.max)");
+    }
+    char id[33];
+    std::snprintf(id, sizeof(id), "%016llx%016llx", static_cast<unsigned long long>(rng_()),
+                  static_cast<unsigned long long>(rng_()));
+    record->id = id;
+    jobs_.emplace(record->id, record);
+  }
+  request.cancelled = [record] { return record->cancelled.load(); };
+  request.done = [record](Result<InferResponse> result) {
+    std::lock_guard lock(record->mu);
+    if (record->state != JobState::kPending) return;  // cancelled meanwhile
+    record->state = result.ok() ? JobState::kSucceeded : JobState::kFailed;
+    record->finished = Clock::now();
+    record->result = std::move(result);
+  };
+  return record->id;
+}
+
+void JobStore::Expire(Clock::time_point now) {
+  std::erase_if(jobs_, [&](const auto& kv) {
+    std::lock_guard lock(kv.second->mu);
+    return kv.second->state != JobState::kPending && now - kv.second->finished >= config_.ttl;
+  });
+}
+
+Result<JobInfo> JobStore::Get(const std::string& id) {
+  std::shared_ptr<Record> record;
+  const auto now = Clock::now();
+  {
+    std::lock_guard lock(mu_);
+    Expire(now);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return NotFound("unknown or expired job '" + id + "'");
+    record = it->second;
+  }
+  JobInfo info{.id = record->id,
+               .model = record->model,
+               .model_version = record->model_version,
+               .request_id = record->request_id,
+               .age = std::chrono::duration_cast<std::chrono::milliseconds>(now - record->created)};
+  std::lock_guard lock(record->mu);
+  info.state = record->state;
+  if (record->state != JobState::kPending) {
+    info.run_time = std::chrono::duration_cast<std::chrono::milliseconds>(record->finished -
+                                                                          record->created);
+  }
+  info.result = record->result;
+  return info;
+}
+
+Result<JobState> JobStore::Cancel(const std::string& id) {
+  std::lock_guard lock(mu_);
+  Expire(Clock::now());
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return NotFound("unknown or expired job '" + id + "'");
+  auto record = it->second;
+  std::lock_guard record_lock(record->mu);
+  if (record->state == JobState::kPending) {
+    record->cancelled.store(true);
+    record->state = JobState::kCancelled;
+    record->finished = Clock::now();
+    return JobState::kCancelled;
+  }
+  const JobState was = record->state;
+  jobs_.erase(it);
+  return was;
+}
+
+size_t JobStore::size() {
+  std::lock_guard lock(mu_);
+  return jobs_.size();
+}
+
+}  // namespace mmserve

@@ -558,6 +558,9 @@ void ModelScheduler::WatchdogLoop(std::stop_token stop) {
         executing_ -= static_cast<int64_t>(active_[w].size());
         active_[w].clear();
       }
+      spdlog::error("watchdog: {}; its requests are answered 504 and the model is taken out of "
+                    "service",
+                    h.report);
       // Quarantine before the abort, so no new request reaches the instance being replaced.
       breaker_.Trip("watchdog: " + h.report, now);
       if (r.instance) r.instance->Abort();
@@ -567,9 +570,6 @@ void ModelScheduler::WatchdogLoop(std::stop_token stop) {
     lock.unlock();
     for (auto& [p, s] : dead) Finish(*p, std::move(p->done), std::move(s));
     for (auto& h : hung) {
-      spdlog::error("watchdog: {}; its requests are answered 504 and the model is taken out of "
-                    "service",
-                    h.report);
       {
         std::lock_guard stats_lock(stats_mu_);
         ++stats_.watchdog_reports;

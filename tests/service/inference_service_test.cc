@@ -137,5 +137,68 @@ TEST_F(InferenceServiceTest, DeadlineFromTimeoutMsExpiresQueuedRequests) {
   EXPECT_TRUE(first.get().ok());
 }
 
+TEST_F(InferenceServiceTest, LowerPriorityModelsGetHigherNiceValues) {
+  auto config = ParseConfig(R"(models:
+  - {name: a, backend: identity, priority: high}
+  - {name: b, backend: identity}
+  - {name: c, backend: identity, priority: low}
+  - {name: d, backend: identity, priority: 9}
+)",
+                            "test.yaml", backends_);
+  ASSERT_TRUE(config.ok());
+  std::vector<int> nice;
+  for (const auto& m : config->models) nice.push_back(InferenceService::NiceFor(m, *config));
+  EXPECT_EQ(nice, (std::vector<int>{0, 5, 10, 19}));
+  auto same = ParseConfig("models: [{name: a, backend: identity}, {name: b, backend: identity}]",
+                          "test.yaml", backends_);
+  EXPECT_EQ(InferenceService::NiceFor(same->models[1], *same), 0) << "equal models stay at 0";
+
+  auto service = Start(R"(models:
+  - {name: a, backend: identity, priority: high}
+  - {name: c, backend: identity, priority: low}
+)");
+  auto info = service->GetModel("c");
+  ASSERT_TRUE(info.ok() && info->stats);
+  EXPECT_EQ(info->stats->workers[0].nice, 10);
+}
+
+TEST_F(InferenceServiceTest, SchedulingParametersAreCheckedAndNameTheField) {
+  auto service = Start(kTwoModels);
+  auto r = Ints("a", {1});
+  r->parameters["priority"] = int64_t{10};
+  EXPECT_EQ(Infer(*service, std::move(r)).status().message(),
+            "model 'a': parameters.priority: expected a level in 1..9 (1 is highest; 0 = the "
+            "model's default)");
+  r = Ints("a", {1});
+  r->parameters["timeout"] = 1.5;
+  EXPECT_THAT(std::string(Infer(*service, std::move(r)).status().message()),
+              HasSubstr("parameters.timeout: expected a positive number of microseconds"));
+  r = Ints("a", {1});
+  r->parameters["priority"] = int64_t{1};
+  r->parameters["timeout"] = int64_t{5'000'000};
+  EXPECT_TRUE(Infer(*service, std::move(r)).ok());
+}
+
+TEST_F(InferenceServiceTest, AnOpenBreakerMakesTheModelUnavailableWithTheReason) {
+  auto service = Start(R"(models:
+  - name: flaky
+    backend: identity
+    breaker: {failures: 2, cooldown_ms: 60000}
+    params: {fail_every_n: 1, tensors: [{datatype: INT32}]}
+  - name: fine
+    backend: identity
+    params: {tensors: [{datatype: INT32}]}
+)");
+  EXPECT_EQ(Infer(*service, Ints("flaky", {1})).status().code(), StatusCode::kInternal);
+  EXPECT_EQ(service->GetModel("flaky")->state, ModelState::kReady);
+  EXPECT_EQ(Infer(*service, Ints("flaky", {1})).status().code(), StatusCode::kInternal);
+  auto info = service->GetModel("flaky");
+  EXPECT_EQ(info->state, ModelState::kUnavailable);
+  EXPECT_THAT(info->reason, HasSubstr("circuit breaker open: 2 consecutive failures"));
+  EXPECT_EQ(info->stats->failure, 2);
+  EXPECT_EQ(Infer(*service, Ints("flaky", {1})).status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(Infer(*service, Ints("fine", {1})).ok());
+}
+
 }  // namespace
 }  // namespace mmserve

@@ -62,6 +62,10 @@ HttpResult HttpClient::Get(const std::string& target) {
   return impl_->Send(http::request<http::string_body>(http::verb::get, target, 11));
 }
 
+HttpResult HttpClient::Delete(const std::string& target) {
+  return impl_->Send(http::request<http::string_body>(http::verb::delete_, target, 11));
+}
+
 HttpResult HttpClient::Post(const std::string& target, const std::string& body,
                             const std::map<std::string, std::string>& headers) {
   http::request<http::string_body> req(http::verb::post, target, 11);

@@ -21,6 +21,7 @@ class HttpClient {
   ~HttpClient();
 
   HttpResult Get(const std::string& target);
+  HttpResult Delete(const std::string& target);
   HttpResult Post(const std::string& target, const std::string& body,
                   const std::map<std::string, std::string>& headers = {});
   // Sends raw bytes and reads one response (for malformed-request tests).

@@ -151,6 +151,7 @@ Status LlamaEncoder::Prepare(size_t item, const InferRequest& request, std::vect
 
 Status LlamaEncoder::Decode(const std::vector<Sequence>& seqs, size_t begin, size_t end,
                             std::vector<float>& rows) {
+  if (aborted_.load()) return Cancelled("the execution was aborted");
   batch_.n_tokens = 0;
   for (size_t s = begin; s < end; ++s) {
     const auto& tokens = seqs[s].tokens;

@@ -108,6 +108,33 @@ TEST_F(LlamaBackendTest, ConcurrentRequestsShareDecodes) {
       << counters["decodes"] << " decodes for 64 texts";
 }
 
+TEST_F(LlamaBackendTest, TheWatchdogAbortsAnOverrunningDecodeAndTheWorkerStartsAFreshContext) {
+  auto service = Start(EmbedderYaml("    watchdog_margin_ms: 1\n"
+                                    "    breaker: {failures: 5, cooldown_ms: 50}\n"));
+  std::string long_text;
+  for (int i = 0; i < 500; ++i) long_text += "word ";
+  // 128 texts of 502 tokens: dozens of decodes, far longer than the 1 ms it may take.
+  auto big = Embed(std::vector<std::string>(128, long_text));
+  big->parameters["timeout"] = int64_t{1000};
+  const auto start = Clock::now();
+  auto result = Submit(*service, std::move(big)).get();
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("the execution hung"));
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(500));
+  auto info = service->GetModel("embedder");
+  EXPECT_EQ(info->stats->watchdog_reports, 1);
+  for (int i = 0; i < 200 && service->GetModel("embedder")->stats->workers[0].restarts == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(service->GetModel("embedder")->stats->workers[0].restarts, 1);
+  // After the cool-down a probe runs on the fresh context and puts the model back.
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  auto probe = Submit(*service, Embed({"hello again"})).get();
+  ASSERT_TRUE(probe.ok()) << probe.status().ToString();
+  EXPECT_EQ(service->GetModel("embedder")->state, ModelState::kReady);
+}
+
 TEST_F(LlamaBackendTest, TooLongInputIsRejectedOrTruncatedOnRequest) {
   auto service = Start(EmbedderYaml());
   std::string long_text;

@@ -288,6 +288,7 @@ class Parser {
     for (int64_t core : r.IntList("cpu_affinity", 0, cores - 1)) {
       m.cpu_affinity.push_back(static_cast<int>(core));
     }
+    m.nice = static_cast<int>(r.Int("nice", m.nice, 0, 19));
     if (auto params = r.Map("params")) m.params = *params;
     r.Finish();
     CheckModelRules(r, m, path_text);

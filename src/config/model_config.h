@@ -68,6 +68,7 @@ struct ModelConfig {
   // An execution still running this long after its deadline is reported as hung.
   std::chrono::milliseconds watchdog_margin{1'000};
   std::vector<int> cpu_affinity;  // cores for this model's workers; empty = no pinning
+  int nice = 0;                   // nice value of this model's workers (and engine threads)
   Params params;
   SourceLocation where;           // the position of this model's entry in the file
 };

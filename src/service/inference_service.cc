@@ -122,7 +122,7 @@ void InferenceService::Load(Entry& entry) {
        .breaker = {.failures = m.breaker.failures, .cooldown = m.breaker.cooldown},
        .watchdog_margin = m.watchdog_margin,
        .cpu_affinity = m.cpu_affinity,
-       .nice = NiceFor(m, config_)},
+       .nice = m.nice},
       *loaded->session);
   if (!scheduler.ok()) return fail(scheduler.status());
   loaded->scheduler = std::move(*scheduler);
@@ -257,12 +257,6 @@ Status InferenceService::ValidateRequest(const ModelSignature& signature,
     if (!known) return InvalidArgument("unknown output '" + out + "'");
   }
   return Status::Ok();
-}
-
-int InferenceService::NiceFor(const ModelConfig& model, const ServerConfig& config) {
-  int highest = kMaxPriorityLevel;
-  for (const auto& m : config.models) highest = std::min(highest, m.priority);
-  return std::min(19, 5 * (model.priority - highest));
 }
 
 Status InferenceService::ApplySchedulingParams(InferRequest& request) {

@@ -6,8 +6,7 @@
 //                                            └──error──► kUnavailable (reason kept)
 //
 // Scheduling (priority levels, batching, breaker, watchdog) is the ModelScheduler's; the
-// service applies the request's own `priority` and `timeout` parameters and the CPU share of
-// each model (NiceFor).
+// service applies the request's own `priority` and `timeout` parameters.
 //
 // Thread-safety: every public method may be called from any thread. Submit() never blocks on a
 // device; the outcome arrives through the request's `done` callback, on a worker thread or on
@@ -78,11 +77,6 @@ class InferenceService {
 
   int64_t in_flight() const { return in_flight_.load(); }
   JobStore& jobs() { return jobs_; }
-
-  // The nice value of a model's workers: models below the highest configured priority get
-  // less CPU under contention (5 per level), so a saturated low-priority model cannot starve a
-  // high-priority one.
-  static int NiceFor(const ModelConfig& model, const ServerConfig& config);
 
  private:
   struct LoadedModel;

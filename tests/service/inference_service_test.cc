@@ -137,29 +137,20 @@ TEST_F(InferenceServiceTest, DeadlineFromTimeoutMsExpiresQueuedRequests) {
   EXPECT_TRUE(first.get().ok());
 }
 
-TEST_F(InferenceServiceTest, LowerPriorityModelsGetHigherNiceValues) {
-  auto config = ParseConfig(R"(models:
-  - {name: a, backend: identity, priority: high}
-  - {name: b, backend: identity}
-  - {name: c, backend: identity, priority: low}
-  - {name: d, backend: identity, priority: 9}
-)",
-                            "test.yaml", backends_);
-  ASSERT_TRUE(config.ok());
-  std::vector<int> nice;
-  for (const auto& m : config->models) nice.push_back(InferenceService::NiceFor(m, *config));
-  EXPECT_EQ(nice, (std::vector<int>{0, 5, 10, 19}));
-  auto same = ParseConfig("models: [{name: a, backend: identity}, {name: b, backend: identity}]",
-                          "test.yaml", backends_);
-  EXPECT_EQ(InferenceService::NiceFor(same->models[1], *same), 0) << "equal models stay at 0";
-
+TEST_F(InferenceServiceTest, AModelsWorkersRunAtItsNiceValueOnItsCores) {
   auto service = Start(R"(models:
   - {name: a, backend: identity, priority: high}
-  - {name: c, backend: identity, priority: low}
+  - {name: c, backend: identity, priority: low, nice: 10, cpu_affinity: [0], thread_num: 2}
 )");
-  auto info = service->GetModel("c");
-  ASSERT_TRUE(info.ok() && info->stats);
-  EXPECT_EQ(info->stats->workers[0].nice, 10);
+  auto a = service->GetModel("a");
+  ASSERT_TRUE(a.ok() && a->stats);
+  EXPECT_EQ(a->stats->workers[0].nice, 0);
+  auto c = service->GetModel("c");
+  ASSERT_EQ(c->stats->workers.size(), 2u);
+  for (const auto& w : c->stats->workers) {
+    EXPECT_EQ(w.nice, 10);
+    EXPECT_EQ(w.cores, std::vector<int>{0});
+  }
 }
 
 TEST_F(InferenceServiceTest, SchedulingParametersAreCheckedAndNameTheField) {

@@ -25,6 +25,15 @@ InferRequest FloatRequest(std::vector<float> values) {
   return r;
 }
 
+// One BYTES element `text` as input T.
+InferRequest MarkerRequest(const std::string& text) {
+  InferRequest r;
+  std::string data;
+  Tensor::AppendBytesElement(data, text);
+  r.inputs.emplace_back("T", DataType::kBytes, Shape{1}, data);
+  return r;
+}
+
 Status RunBatch(Instance& instance, std::vector<BatchItem>& batch, int tier = 0) {
   Execution execution{.items = BatchView(batch), .tier = tier ? tier : static_cast<int>(batch.size())};
   return instance.Execute(execution);
@@ -87,10 +96,7 @@ TEST_F(IdentityBackendTest, HangsOnTheMarkerUntilInterrupted) {
   auto session = Load(
       "{hang_on: STOP, hang_ms: 60000, tensors: [{input: T, output: U, datatype: BYTES}]}");
   auto instance = NewInstance(*session);
-  InferRequest r;
-  std::string data;
-  Tensor::AppendBytesElement(data, "STOP");
-  r.inputs.emplace_back("T", DataType::kBytes, Shape{1}, data);
+  InferRequest r = MarkerRequest("STOP");
   std::vector<BatchItem> batch = {{&r}};
   std::jthread interrupter([&] {
     std::this_thread::sleep_for(50ms);
@@ -107,10 +113,7 @@ TEST_F(IdentityBackendTest, AbortEndsAHangInTheConfiguredStage) {
   auto session = Load(
       "{hang_on: STOP, hang_stage: postprocess, tensors: [{input: T, output: U, datatype: BYTES}]}");
   auto instance = NewInstance(*session);
-  InferRequest r;
-  std::string data;
-  Tensor::AppendBytesElement(data, "STOP");
-  r.inputs.emplace_back("T", DataType::kBytes, Shape{1}, data);
+  InferRequest r = MarkerRequest("STOP");
   std::vector<BatchItem> batch = {{&r}};
   Execution execution{.items = BatchView(batch), .tier = 1};
   std::jthread aborter([&] {

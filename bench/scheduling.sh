@@ -78,24 +78,13 @@ fi
 # two_models PRIORITY_OF_B [identity]: A high, B as given; with "identity", B is an identity
 # model that answers batches of 64 after 1.5 s without computing (the HTTP traffic alone).
 two_models() {
-  if [[ "${2:-}" == identity ]]; then
-    cat <<YAML
-models:
-  - name: a
-    path: $TINY
+  local engine="path: $BASE
     task: embed
-    priority: high
-    max_batch: 16
-    params: {n_parallel: 16, n_threads: ${BENCH_A_THREADS:-$THREADS}}
-  - name: b
-    backend: identity
-    priority: $1
-    nice: $([[ $1 == low ]] && echo 10 || echo 0)
-    max_batch: 64
-    queue: {max_size: 100000}
-    params: {latency_ms: 1500, tensors: [{input: TEXT, output: EMBEDDING, datatype: BYTES}]}
-YAML
-    return
+    max_queue_delay_ms: 5
+    params: {n_parallel: 64, n_batch: 2048, n_threads: $THREADS}"
+  if [[ "${2:-}" == identity ]]; then
+    engine="backend: identity
+    params: {latency_ms: 1500, tensors: [{input: TEXT, output: EMBEDDING, datatype: BYTES}]}"
   fi
   cat <<YAML
 models:
@@ -106,14 +95,11 @@ models:
     max_batch: 16
     params: {n_parallel: 16, n_threads: ${BENCH_A_THREADS:-$THREADS}}
   - name: b
-    path: $BASE
-    task: embed
     priority: $1
     nice: $([[ $1 == low ]] && echo 10 || echo 0)
     max_batch: 64
-    max_queue_delay_ms: 5
     queue: {max_size: 100000}
-    params: {n_parallel: 64, n_batch: 2048, n_threads: $THREADS}
+    $engine
 YAML
 }
 # a_under_load: A's latency while B is saturated by 64 clients (B's own run is longer).

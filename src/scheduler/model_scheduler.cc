@@ -69,16 +69,22 @@ CircuitBreaker::Outcome OutcomeOf(const Status& s) {
 
 }  // namespace
 
+// What Finish() needs of a request: copied out under mu_ by whoever answers for another thread
+// (the watchdog), since the owner may free the Pending as soon as the lock is released.
+struct ModelScheduler::Ledger {
+  uint64_t seq = 0;
+  CircuitBreaker::Ticket ticket;
+  Clock::time_point enqueued;
+  Clock::time_point started;  // execution start; epoch while queued
+};
+
 // A request from Enqueue() to Finish().
 struct ModelScheduler::Pending {
   std::unique_ptr<InferRequest> request;  // moved into a continuous instance when admitted
   InferCallback done;                     // taken exactly once, under mu_ once executing
-  uint64_t seq = 0;
+  Ledger ledger;
   int level = kDefaultPriority;
-  CircuitBreaker::Ticket ticket;
-  Clock::time_point enqueued;
   Clock::time_point deadline;
-  Clock::time_point started;  // execution start; epoch while queued
 };
 
 // What a worker is executing now, for the watchdog.
@@ -145,9 +151,10 @@ ModelScheduler::~ModelScheduler() {
     }
     queued_ = 0;
   }
-  std::sort(left.begin(), left.end(), [](const auto& a, const auto& b) { return a->seq < b->seq; });
+  std::sort(left.begin(), left.end(),
+            [](const auto& a, const auto& b) { return a->ledger.seq < b->ledger.seq; });
   for (auto& p : left) {
-    Finish(*p, std::move(p->done), Unavailable("model '" + options_.model + "' was unloaded"));
+    Finish(p->ledger, std::move(p->done), Unavailable("model '" + options_.model + "' was unloaded"));
   }
 }
 
@@ -160,11 +167,11 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
   const LevelPolicy& policy = options_.levels[static_cast<size_t>(p->level)];
   request->deadline = std::min(request->deadline, request->arrival + policy.timeout);
   p->deadline = request->deadline;
-  p->enqueued = now;
+  p->ledger.enqueued = now;
   p->done = std::move(request->done);
   p->request = std::move(request);
 
-  Status rejected = breaker_.Admit(now, p->ticket);
+  Status rejected = breaker_.Admit(now, p->ledger.ticket);
   if (rejected.ok()) {
     std::lock_guard lock(mu_);
     auto& queue = queues_[static_cast<size_t>(p->level)];
@@ -175,14 +182,14 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
                                    std::to_string(p->level) + " is full (" +
                                    std::to_string(policy.max_size) + " requests)");
     } else {
-      p->seq = next_seq_++;
+      p->ledger.seq = next_seq_++;
       queue.push_back(std::move(p));
       ++queued_;
     }
   }
   if (!rejected.ok()) {
-    if (p->ticket.probe) {
-      breaker_.Record(p->ticket, CircuitBreaker::Outcome::kNeutral, "", now);
+    if (p->ledger.ticket.probe) {
+      breaker_.Record(p->ledger.ticket, CircuitBreaker::Outcome::kNeutral, "", now);
     }
     {
       std::lock_guard lock(stats_mu_);
@@ -267,7 +274,7 @@ std::vector<std::unique_ptr<ModelScheduler::Pending>> ModelScheduler::TakeReques
   return batch;
 }
 
-void ModelScheduler::Finish(Pending& p, InferCallback done, Result<InferResponse> result) {
+void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferResponse> result) {
   const auto now = Clock::now();
   const Status& status = result.status();
   std::string what;
@@ -362,7 +369,7 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     if (options_.max_queue_delay.count() > 0 && static_cast<size_t>(queued_) < max_batch) {
       Clock::time_point oldest = Clock::time_point::max();
       for (const auto& q : queues_) {
-        if (!q.empty()) oldest = std::min(oldest, q.front()->enqueued);
+        if (!q.empty()) oldest = std::min(oldest, q.front()->ledger.enqueued);
       }
       cv_.wait_until(lock, stop, oldest + options_.max_queue_delay,
                      [&] { return static_cast<size_t>(queued_) >= max_batch; });
@@ -374,7 +381,7 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     const auto start = Clock::now();
     running = Running{.active = true, .start = start, .deadline = Clock::time_point::min()};
     for (auto& p : batch) {
-      p->started = start;
+      p->ledger.started = start;
       running.deadline = std::max(running.deadline, p->deadline);
       running.pendings.push_back(p.get());
     }
@@ -389,7 +396,7 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     executing_ += static_cast<int64_t>(batch.size());
     lock.unlock();
 
-    for (auto& [p, s] : dead) Finish(*p, std::move(p->done), std::move(s));
+    for (auto& [p, s] : dead) Finish(p->ledger, std::move(p->done), std::move(s));
     if (batch.empty()) {
       lock.lock();
       continue;
@@ -416,7 +423,7 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     }
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!dones[i]) continue;
-      Finish(*batch[i], std::move(dones[i]),
+      Finish(batch[i]->ledger, std::move(dones[i]),
              status.ok() ? std::move(items[i].result) : Result<InferResponse>(status));
     }
     batch.clear();  // destroys the requests before the lock is taken again
@@ -440,7 +447,7 @@ void ModelScheduler::OnContinuousDone(int worker, Pending* p, Result<InferRespon
     std::lock_guard lock(stats_mu_);
     ++stats_.inference_count;
   }
-  Finish(*owned, std::move(owned->done), std::move(result));
+  Finish(owned->ledger, std::move(owned->done), std::move(result));
   cv_.notify_all();  // a slot is free
 }
 
@@ -463,7 +470,7 @@ void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
           TakeRequests(static_cast<size_t>(std::max(0, instance->free_slots())), dead);
       const auto now = Clock::now();
       for (auto& p : taken) {
-        p->started = now;
+        p->ledger.started = now;
         auto request = std::move(p->request);
         // The instance completes the request through this; the Pending stays here.
         request->done = [this, index, raw = p.get()](Result<InferResponse> result) {
@@ -479,7 +486,7 @@ void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
       running.instance = instance;
       sequences = running.batch;
     }
-    for (auto& [p, s] : dead) Finish(*p, std::move(p->done), std::move(s));
+    for (auto& [p, s] : dead) Finish(p->ledger, std::move(p->done), std::move(s));
     for (auto& r : admitted) instance->Admit(std::move(r));
     if (!instance->idle()) {
       const auto start = Clock::now();
@@ -529,7 +536,7 @@ void ModelScheduler::WatchdogLoop(std::stop_token stop) {
 
     // Executions past their deadline by the margin: report once, answer 504, quarantine.
     struct Hung {
-      std::vector<std::pair<Pending*, InferCallback>> requests;
+      std::vector<std::pair<Ledger, InferCallback>> requests;
       std::vector<std::unique_ptr<Pending>> owned;  // continuous: taken out of active_
       std::string report;
     };
@@ -549,10 +556,11 @@ void ModelScheduler::WatchdogLoop(std::stop_token stop) {
                  " ms, " + std::to_string(Millis(now - r.deadline)) +
                  " ms past its deadline (worker " + std::to_string(w) + ")";
       if (r.execution) {
-        for (Pending* p : r.pendings) h.requests.emplace_back(p, std::move(p->done));
+        for (Pending* p : r.pendings) h.requests.emplace_back(p->ledger, std::move(p->done));
       } else {
-        for (auto& [raw, p] : active_[w]) {
-          h.requests.emplace_back(raw, std::move(p->done));
+        for (auto& entry : active_[w]) {
+          auto& p = entry.second;
+          h.requests.emplace_back(p->ledger, std::move(p->done));
           h.owned.push_back(std::move(p));
         }
         executing_ -= static_cast<int64_t>(active_[w].size());
@@ -568,14 +576,14 @@ void ModelScheduler::WatchdogLoop(std::stop_token stop) {
     }
     if (dead.empty() && hung.empty()) continue;
     lock.unlock();
-    for (auto& [p, s] : dead) Finish(*p, std::move(p->done), std::move(s));
+    for (auto& [p, s] : dead) Finish(p->ledger, std::move(p->done), std::move(s));
     for (auto& h : hung) {
       {
         std::lock_guard stats_lock(stats_mu_);
         ++stats_.watchdog_reports;
       }
-      for (auto& [p, done] : h.requests) {
-        Finish(*p, std::move(done), DeadlineExceeded("the execution hung: " + h.report));
+      for (auto& [ledger, done] : h.requests) {
+        Finish(ledger, std::move(done), DeadlineExceeded("the execution hung: " + h.report));
       }
     }
     cv_.notify_all();

@@ -122,6 +122,7 @@ class ModelScheduler {
   std::string breaker_reason() const { return breaker_.reason(); }
 
  private:
+  struct Ledger;
   struct Pending;
   struct Running;
 
@@ -137,7 +138,7 @@ class ModelScheduler {
   Status DeadOutcome(const Pending& p, Clock::time_point now) const;  // REQUIRES: mu_ held
   int TierFor(size_t n) const;
   // The one way a queued request leaves: statistics, breaker, then its callback.
-  void Finish(Pending& p, InferCallback done, Result<InferResponse> result);
+  void Finish(const Ledger& ledger, InferCallback done, Result<InferResponse> result);
   void Deliver(uint64_t seq, InferCallback done, Result<InferResponse> result);
   void OnContinuousDone(int worker, Pending* p, Result<InferResponse> result);
   std::unique_ptr<Instance> Restart(int index, std::unique_ptr<Instance> instance);

@@ -113,15 +113,15 @@ TEST_F(LlamaBackendTest, TheWatchdogAbortsAnOverrunningDecodeAndTheWorkerStartsA
                                     "    breaker: {failures: 5, cooldown_ms: 50}\n"));
   std::string long_text;
   for (int i = 0; i < 500; ++i) long_text += "word ";
-  // 128 texts of 502 tokens: dozens of decodes, far longer than the 1 ms it may take.
+  // 128 texts of 502 tokens: dozens of decodes, far longer (> 1 s) than the 100 ms it may take.
   auto big = Embed(std::vector<std::string>(128, long_text));
-  big->parameters["timeout"] = int64_t{1000};
+  big->parameters["timeout"] = int64_t{100'000};
   const auto start = Clock::now();
   auto result = Submit(*service, std::move(big)).get();
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(result.status().message()), HasSubstr("the execution hung"));
-  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(500));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
   auto info = service->GetModel("embedder");
   EXPECT_EQ(info->stats->watchdog_reports, 1);
   for (int i = 0; i < 200 && service->GetModel("embedder")->stats->workers[0].restarts == 0; ++i) {

@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
   std::filesystem::path validate_config;
   auto* validate_cmd = app.add_subcommand("validate", "validate a YAML file; load nothing");
   validate_cmd->add_option("config", validate_config, "YAML file")->required();
+  bool validate_plan = false;
+  validate_cmd->add_flag("--plan", validate_plan,
+                         "also print the memory plan per device (exit 1 if it does not fit)");
 
   std::filesystem::path doctor_lock_dir = mmserve::DeviceLock::DefaultDir();
   auto* doctor_cmd = app.add_subcommand("doctor", "what this host offers: CPU, memory, runtimes");
@@ -49,7 +52,7 @@ int main(int argc, char** argv) {
   mmserve::ConfigureLogging(log_level.empty() ? "info" : log_level);
   serve.log_level_from_config = log_level.empty();
   if (*serve_cmd) return mmserve::Serve(serve);
-  if (*validate_cmd) return mmserve::Validate(validate_config);
+  if (*validate_cmd) return mmserve::Validate(validate_config, validate_plan);
   if (*doctor_cmd) return mmserve::Doctor(doctor_lock_dir);
   if (*version_cmd) std::cout << "mmserve " << MMSERVE_VERSION << "\n";
   return 0;

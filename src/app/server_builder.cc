@@ -13,6 +13,7 @@
 #include "runtime/runtime_guard.h"
 #include "server/http/http_frontend.h"
 #include "service/inference_service.h"
+#include "service/memory_plan.h"
 
 namespace mmserve {
 
@@ -21,7 +22,7 @@ BuiltIns::BuiltIns() {
   backends.Register(std::make_unique<LlamaBackend>(ggml_runtime));
 }
 
-int Validate(const std::filesystem::path& config) {
+int Validate(const std::filesystem::path& config, bool plan) {
   BuiltIns builtins;
   auto parsed = LoadConfigFile(config, builtins.backends);
   if (!parsed.ok()) {
@@ -37,6 +38,12 @@ int Validate(const std::filesystem::path& config) {
     if (auto b = builtins.backends.Find(m.backend); !b.ok()) {
       std::cout << "    note: " << b.status().message() << "; its params were not checked\n";
     }
+  }
+  if (!plan) return 0;
+  const auto plans = PlanMemory(*parsed, builtins.backends);
+  std::cout << "memory plan:\n" << FormatPlan(plans);
+  for (const auto& p : plans) {
+    if (!p.fits()) return 1;
   }
   return 0;
 }
@@ -68,6 +75,19 @@ int Serve(const ServeOptions& options) {
   if (options.host) config->global.host = *options.host;
   if (options.port) config->global.port = *options.port;
   const GlobalConfig global = config->global;
+
+  // Preflight: refuse to start when the start-up models cannot fit, before anything loads.
+  const auto plans = PlanMemory(*config, builtins.backends);
+  for (const auto& p : plans) {
+    if (!p.fits()) {
+      spdlog::error("refusing to start: the start-up models do not fit in device {}'s memory "
+                    "budget\n{}",
+                    p.domain, FormatPlan(plans));
+      return 4;
+    }
+    spdlog::info("memory plan: device {}: start-up models need {} MiB of {} MiB ({})", p.domain,
+                 p.required() >> 20, p.limit() >> 20, p.budget_source);
+  }
 
   // One server per device: lock every device a model is placed on before touching any runtime.
   std::set<int> devices;

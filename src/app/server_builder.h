@@ -35,8 +35,9 @@ struct ServeOptions {
 // REQUIRES: SIGINT, SIGTERM and SIGHUP are blocked in every thread (main() does it first).
 int Serve(const ServeOptions& options);
 
-// `mmserve validate`: prints the verdict (and every error) and returns the exit code.
-int Validate(const std::filesystem::path& config);
+// `mmserve validate [--plan]`: prints the verdict (and every error), with `plan` the memory
+// plan per device too, and returns the exit code (1: invalid, or the plan does not fit).
+int Validate(const std::filesystem::path& config, bool plan = false);
 
 // `mmserve doctor`: host, backends, device runtimes and device holders. Always exits 0.
 int Doctor(const std::filesystem::path& lock_dir);

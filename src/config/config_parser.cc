@@ -210,6 +210,13 @@ class Parser {
     GlobalConfig g;
     g.device = static_cast<int>(r.Int("device", g.device, 0, 1023));
     g.memory_pool_mb = r.Int("memory_pool", g.memory_pool_mb, 0, int64_t{1} << 30);
+    g.memory_headroom = r.Double("memory_headroom", g.memory_headroom, 0.01, 1.0);
+    if (auto preflight = r.Map("preflight")) {
+      ParamReader p(*preflight, errors_);
+      g.preflight.factor = p.Double("factor", g.preflight.factor, 1.0, 10.0);
+      g.preflight.max_fill = p.Double("max_fill", g.preflight.max_fill, 0.01, 1.0);
+      p.Finish();
+    }
     g.thread_num = static_cast<int>(r.Int("thread_num", g.thread_num, 1, 1024));
     g.host = r.String("host", g.host);
     g.port = static_cast<int>(r.Int("port", g.port, 0, 65535));

@@ -80,9 +80,18 @@ struct JobsConfig {
   std::chrono::milliseconds ttl{600'000};
 };
 
+// The start-up check that the models fit: Σ(start-up estimates) × factor must stay under
+// max_fill × each device's budget.
+struct PreflightConfig {
+  double factor = 1.2;
+  double max_fill = 0.9;
+};
+
 struct GlobalConfig {
   int device = 0;                 // default device_id for models that name none
-  int64_t memory_pool_mb = 0;     // per-device budget; 0 = no limit
+  int64_t memory_pool_mb = 0;     // per-device budget; 0 = the device's capacity × headroom
+  double memory_headroom = 0.9;   // the share of a device's capacity models may use
+  PreflightConfig preflight;
   int thread_num = 2;             // HTTP I/O threads
   std::string host = "127.0.0.1";
   int port = 8000;

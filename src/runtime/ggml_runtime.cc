@@ -31,6 +31,21 @@ int GgmlRuntime::DeviceCount() const {
   return gpus > 0 ? gpus : 1;
 }
 
+Result<DeviceMemory> GgmlRuntime::Memory(int device) const {
+  int gpu = 0;
+  for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+    ggml_backend_dev_t dev = ggml_backend_dev_get(i);
+    if (ggml_backend_dev_type(dev) != GGML_BACKEND_DEVICE_TYPE_GPU) continue;
+    if (gpu++ != device) continue;
+    size_t free = 0, total = 0;
+    ggml_backend_dev_memory(dev, &free, &total);
+    return DeviceMemory{.domain = std::string(ggml_backend_dev_name(dev)),
+                        .total = static_cast<int64_t>(total),
+                        .free = static_cast<int64_t>(free)};
+  }
+  return HostMemory();
+}
+
 Result<Runtime::InitResult> GgmlRuntime::Initialize() {
   llama_log_set(LogToSpdlog, nullptr);
   llama_backend_init();

@@ -12,6 +12,8 @@ class GgmlRuntime final : public Runtime {
   std::string name() const override { return "ggml"; }
   // ggml's devices other than the CPU (GPUs with a CUDA/CANN build), at least 1 (the host).
   int DeviceCount() const override;
+  // GPU n's memory with a GPU build; the host's RAM on a CPU-only build.
+  Result<DeviceMemory> Memory(int device) const override;
   Result<InitResult> Initialize() override;
   Status Finalize() override;
 };

@@ -3,11 +3,23 @@
 // Nothing but RuntimeGuard may call these methods: that is the whole point of the guard.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "common/result.h"
 
 namespace mmserve {
+
+// The memory models on one device draw from. Models whose devices report the same `domain`
+// share one budget (the host's RAM serves every CPU backend).
+struct DeviceMemory {
+  std::string domain;  // "host", "cuda:0", "acl:1"
+  int64_t total = 0;   // bytes
+  int64_t free = 0;    // bytes, now
+};
+
+// The host's RAM (sysinfo): the memory of every backend that runs on the CPU.
+DeviceMemory HostMemory();
 
 class Runtime {
  public:
@@ -29,6 +41,8 @@ class Runtime {
   // Per-device open/close (aclrtSetDevice/aclrtResetDevice). Default: nothing to do.
   virtual Status OpenDevice(int device) { return Status::Ok(); }
   virtual Status CloseDevice(int device) { return Status::Ok(); }
+  // The memory of `device`; may be called before Initialize(). Default: the host's RAM.
+  virtual Result<DeviceMemory> Memory(int device) const { return HostMemory(); }
 };
 
 }  // namespace mmserve

@@ -49,6 +49,42 @@ TEST(CliTest, ServeRefusesAnInvalidConfigurationBeforeLoadingAnything) {
   EXPECT_THAT(out, ::testing::Not(HasSubstr("loaded")));
 }
 
+constexpr const char* kTooBig = R"(global: {memory_pool: 100}
+models:
+  - {name: small, backend: identity, params: {memory_mb: 10}}
+  - {name: big, backend: identity, params: {memory_mb: 80}}
+  - {name: later, backend: identity, load: on_demand, params: {memory_mb: 60}}
+)";
+
+TEST(CliTest, ServeRefusesStartupModelsThatDoNotFitAndPrintsThePlan) {
+  testing::TempDir dir;
+  auto [code, out] = ServerProcess::Run({"serve", dir.Write("m.yaml", kTooBig).string(),
+                                         "--port", "0", "--lock-dir", dir.path().string()});
+  EXPECT_EQ(code, 4) << out;
+  EXPECT_THAT(out, HasSubstr("refusing to start: the start-up models do not fit in device "
+                             "host's memory budget"));
+  EXPECT_THAT(out, HasSubstr("device host: budget 100.0 MiB (global.memory_pool)"));
+  EXPECT_THAT(out, HasSubstr("big v1"));
+  EXPECT_THAT(out, HasSubstr("80.0 MiB  identity params.memory_mb"));
+  EXPECT_THAT(out, HasSubstr("start-up total 90.0 MiB x 1.20 = 108.0 MiB exceeds 90% of the "
+                             "budget (90.0 MiB): DOES NOT FIT"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("loaded")));
+}
+
+TEST(CliTest, ValidatePlanPrintsThePlanWithoutLoading) {
+  testing::TempDir dir;
+  auto [code, out] = ServerProcess::Run({"validate", "--plan", dir.Write("m.yaml", kTooBig).string()});
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_THAT(out, HasSubstr("memory plan:"));
+  EXPECT_THAT(out, HasSubstr("DOES NOT FIT"));
+  std::string fits = kTooBig;
+  fits.replace(fits.find("memory_mb: 80"), 13, "memory_mb: 40");
+  auto [ok_code, ok_out] = ServerProcess::Run({"validate", "--plan", dir.Write("f.yaml", fits).string()});
+  EXPECT_EQ(ok_code, 0) << ok_out;
+  EXPECT_THAT(ok_out, HasSubstr("start-up total 50.0 MiB x 1.20 = 60.0 MiB within 90% of the "
+                                "budget (90.0 MiB): fits"));
+}
+
 TEST(CliTest, DoctorReportsTheHostAndNeverFailsWithoutAccelerators) {
   testing::TempDir dir;
   auto [code, out] = ServerProcess::Run({"doctor", "--lock-dir", dir.path().string()});

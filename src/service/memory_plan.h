@@ -1,0 +1,46 @@
+// The memory plan: what each device's models will take before anything loads, against the
+// device's budget. Preflight refuses to start a server whose start-up models do not fit;
+// `mmserve validate --plan` prints the same table without loading.
+//
+//   budget   = global.memory_pool (MB) when set, else the device's capacity × memory_headroom
+//   required = Σ(estimates of the start-up models on the device) × preflight.factor
+//   fits     = required ≤ budget × preflight.max_fill
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/backend_registry.h"
+#include "config/model_config.h"
+
+namespace mmserve {
+
+struct PlanEntry {
+  std::string model;
+  int64_t version = 0;
+  bool startup = true;  // on-demand models are listed, not counted
+  int64_t bytes = 0;
+  std::string source;   // where the estimate came from, or why there is none
+};
+
+struct DevicePlan {
+  std::string domain;          // models on the same memory share a plan ("host", "cuda:0")
+  int64_t budget = 0;
+  std::string budget_source;
+  double factor = 1.2;
+  double max_fill = 0.9;
+  std::vector<PlanEntry> entries;
+  int64_t startup_bytes = 0;   // Σ estimates of the start-up models
+  int64_t required() const { return static_cast<int64_t>(static_cast<double>(startup_bytes) * factor); }
+  int64_t limit() const { return static_cast<int64_t>(static_cast<double>(budget) * max_fill); }
+  bool fits() const { return required() <= limit(); }
+};
+
+// One plan per memory domain, in the order the config first uses them. A model whose backend
+// is missing or cannot estimate is listed with the reason and 0 bytes.
+std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegistry& backends);
+
+// The plans as a table per device, with a verdict line each.
+std::string FormatPlan(const std::vector<DevicePlan>& plans);
+
+}  // namespace mmserve

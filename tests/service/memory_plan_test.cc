@@ -1,0 +1,79 @@
+#include "service/memory_plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "backend/identity/identity_backend.h"
+#include "config/config_parser.h"
+#include "runtime/host_runtime.h"
+
+namespace mmserve {
+namespace {
+
+using ::testing::HasSubstr;
+
+class MemoryPlanTest : public ::testing::Test {
+ protected:
+  MemoryPlanTest() { backends_.Register(std::make_unique<IdentityBackend>(host_)); }
+  std::vector<DevicePlan> Plan(const std::string& yaml) {
+    auto config = ParseConfig(yaml, "test.yaml", backends_);
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    return PlanMemory(*config, backends_);
+  }
+  HostRuntime host_;
+  BackendRegistry backends_;
+};
+
+TEST_F(MemoryPlanTest, StartupEstimatesTimesTheFactorMustFitUnderTheFilledBudget) {
+  // 100 MiB budget, 90 % = 90 MiB; start-up: (40 + 30) x 1.2 = 84 MiB fits.
+  auto plans = Plan(R"(global: {memory_pool: 100}
+models:
+  - {name: a, backend: identity, params: {memory_mb: 40}}
+  - {name: b, backend: identity, params: {memory_mb: 30}}
+  - {name: c, backend: identity, load: on_demand, params: {memory_mb: 500}}
+)");
+  ASSERT_EQ(plans.size(), 1u);
+  const DevicePlan& p = plans[0];
+  EXPECT_EQ(p.domain, "host");
+  EXPECT_EQ(p.budget, 100 << 20);
+  EXPECT_EQ(p.budget_source, "global.memory_pool");
+  EXPECT_EQ(p.startup_bytes, 70 << 20);
+  EXPECT_EQ(p.required(), static_cast<int64_t>((70 << 20) * 1.2));
+  EXPECT_TRUE(p.fits());
+  ASSERT_EQ(p.entries.size(), 3u);
+  EXPECT_FALSE(p.entries[2].startup) << "on-demand models are listed, not counted";
+  EXPECT_EQ(p.entries[0].source, "identity params.memory_mb");
+
+  const std::string table = FormatPlan(plans);
+  EXPECT_THAT(table, HasSubstr("device host: budget 100.0 MiB (global.memory_pool)"));
+  EXPECT_THAT(table, HasSubstr("c v1"));
+  EXPECT_THAT(table, HasSubstr("on_demand"));
+  EXPECT_THAT(table, HasSubstr("start-up total 70.0 MiB x 1.20 = 84.0 MiB within 90% of the "
+                               "budget (90.0 MiB): fits"));
+}
+
+TEST_F(MemoryPlanTest, TooMuchDoesNotFitAndTheFactorsAreConfigurable) {
+  const char* yaml = R"(global: {memory_pool: 100%s}
+models:
+  - {name: a, backend: identity, params: {memory_mb: 40}}
+  - {name: b, backend: identity, params: {memory_mb: 40}}
+)";
+  char text[512];
+  std::snprintf(text, sizeof(text), yaml, "");
+  auto plans = Plan(text);
+  EXPECT_FALSE(plans[0].fits()) << "80 x 1.2 = 96 > 90";
+  EXPECT_THAT(FormatPlan(plans), HasSubstr("DOES NOT FIT"));
+  std::snprintf(text, sizeof(text), yaml, ", preflight: {factor: 1.0, max_fill: 0.8}");
+  EXPECT_TRUE(Plan(text)[0].fits()) << "80 x 1.0 = 80 <= 80";
+}
+
+TEST_F(MemoryPlanTest, WithoutAPoolTheBudgetIsTheCapacityTimesTheHeadroom) {
+  auto plans = Plan("global: {memory_headroom: 0.5}\nmodels: [{name: a, backend: identity}]\n");
+  const DeviceMemory host = HostMemory();
+  ASSERT_GT(host.total, 0);
+  EXPECT_EQ(plans[0].budget, host.total / 2);
+  EXPECT_THAT(plans[0].budget_source, HasSubstr("x memory_headroom 0.50"));
+}
+
+}  // namespace
+}  // namespace mmserve

@@ -48,7 +48,21 @@ struct InferenceService::Entry {
   MemoryEstimate estimate;                     // guarded by mu
   int64_t measured_bytes = 0;                  // guarded by mu
   std::shared_ptr<LoadedModel> loaded;         // guarded by mu
+  // Loads on its next request: on-demand and not loaded yet, or unloaded after idling.
+  bool loads_on_demand = false;                                  // guarded by mu
+  bool load_queued = false;                                      // guarded by mu
+  std::vector<std::unique_ptr<InferRequest>> waiting;            // guarded by mu
+  int64_t in_flight = 0;                                         // guarded by mu
+  int64_t loads = 0;                                             // guarded by mu
+  Clock::time_point last_used = Clock::now();                    // guarded by mu
+  // After a failed on-demand load, requests are answered with its error until then.
+  Clock::time_point retry_load_at;                               // guarded by mu
 };
+
+namespace {
+// How long a failed on-demand load is not retried: requests meanwhile get its error at once.
+constexpr auto kLoadRetryBackoff = std::chrono::seconds(5);
+}  // namespace
 
 InferenceService::InferenceService(ServerConfig config, const BackendRegistry& backends,
                                    RuntimeGuard& guard)
@@ -57,11 +71,13 @@ InferenceService::InferenceService(ServerConfig config, const BackendRegistry& b
     auto entry = std::make_unique<Entry>();
     entry->config = m;
     if (m.load == LoadMode::kOnDemand) {
-      // TODO(#5): single-flight on-demand loading, keep-alive and eviction.
-      entry->reason = "load: on_demand models are not loaded by this version of mmserve";
+      entry->loads_on_demand = true;
+      entry->reason = "loads on its first request (load: on_demand)";
     }
     entries_.emplace(m.name, std::move(entry));
   }
+  loader_ = std::jthread([this](std::stop_token stop) { LoaderLoop(stop); });
+  reaper_ = std::jthread([this](std::stop_token stop) { ReaperLoop(stop); });
 }
 
 InferenceService::~InferenceService() { Shutdown(std::chrono::milliseconds(0)); }
@@ -77,6 +93,80 @@ void InferenceService::LoadStartupModels() {
   }
 }
 
+void InferenceService::LoaderLoop(std::stop_token stop) {
+  while (true) {
+    Entry* entry = nullptr;
+    {
+      std::unique_lock lock(loader_mu_);
+      loader_cv_.wait(lock, stop, [&] { return !load_queue_.empty(); });
+      if (stop.stop_requested()) return;
+      entry = load_queue_.front();
+      load_queue_.erase(load_queue_.begin());
+    }
+    Load(*entry);
+    std::vector<std::unique_ptr<InferRequest>> waiting;
+    std::shared_ptr<LoadedModel> loaded;
+    Status failed;
+    {
+      std::lock_guard lock(entry->mu);
+      entry->load_queued = false;
+      waiting.swap(entry->waiting);
+      if (entry->state == ModelState::kReady) {
+        loaded = entry->loaded;
+        entry->in_flight += static_cast<int64_t>(waiting.size());
+      } else {
+        failed = Unavailable("model '" + entry->config.name + "' failed to load: " +
+                             entry->reason);
+        entry->retry_load_at = Clock::now() + kLoadRetryBackoff;
+        entry->loads_on_demand = true;
+      }
+    }
+    for (auto& r : waiting) {
+      if (loaded) {
+        SubmitLoaded(*entry, loaded, std::move(r));
+      } else {
+        r->done(failed);
+      }
+    }
+  }
+}
+
+void InferenceService::ReaperLoop(std::stop_token stop) {
+  using namespace std::chrono_literals;
+  while (true) {
+    {
+      std::unique_lock lock(loader_mu_);
+      reaper_cv_.wait_for(lock, stop, 50ms, [&] { return idle_check_; });
+      if (stop.stop_requested()) return;
+      idle_check_ = false;
+    }
+    const auto now = Clock::now();
+    for (auto& [name, entry] : entries_) {
+      // Requests waiting for a load are answered at their deadline.
+      std::vector<std::unique_ptr<InferRequest>> expired;
+      {
+        std::lock_guard lock(entry->mu);
+        for (auto it = entry->waiting.begin(); it != entry->waiting.end();) {
+          if ((*it)->deadline <= now) {
+            expired.push_back(std::move(*it));
+            it = entry->waiting.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
+      for (auto& r : expired) {
+        const auto waited =
+            std::chrono::duration_cast<std::chrono::milliseconds>(now - r->arrival).count();
+        r->done(DeadlineExceeded("request to '" + name + "' expired after " +
+                                 std::to_string(waited) + " ms waiting for the model to load"));
+      }
+      // Idle models past their keep-alive are unloaded.
+      if (entry->config.keep_alive) Unload(*entry, now);
+    }
+  }
+}
+
 void InferenceService::Load(Entry& entry) {
   const ModelConfig& m = entry.config;
   const auto start = Clock::now();
@@ -84,6 +174,7 @@ void InferenceService::Load(Entry& entry) {
     std::lock_guard lock(entry.mu);
     entry.state = ModelState::kLoading;
     entry.reason.clear();
+    ++entry.loads;
   }
   auto fail = [&](const Status& s) {
     spdlog::error("model {}: load failed: {}", m.name, s.ToString());
@@ -140,16 +231,30 @@ void InferenceService::Load(Entry& entry) {
     entry.measured_bytes = measured;
     entry.loaded = std::move(loaded);
     entry.state = ModelState::kReady;
+    entry.loads_on_demand = false;
+    entry.last_used = Clock::now();
   }
   std::lock_guard lock(order_mu_);
   load_order_.push_back(&entry);
 }
 
-void InferenceService::Unload(Entry& entry) {
+void InferenceService::Unload(Entry& entry, std::optional<Clock::time_point> if_idle_at) {
   std::shared_ptr<LoadedModel> loaded;
   {
     std::lock_guard lock(entry.mu);
     if (!entry.loaded) return;
+    if (if_idle_at) {
+      // Past its keep-alive with nothing in flight; requests from now on wait for a new load.
+      if (entry.in_flight > 0 || entry.load_queued ||
+          *if_idle_at - entry.last_used < *entry.config.keep_alive) {
+        return;
+      }
+      entry.loads_on_demand = true;
+      spdlog::info("model {}: idle for {} ms (keep_alive)", entry.config.name,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(*if_idle_at -
+                                                                         entry.last_used)
+                       .count());
+    }
     entry.state = ModelState::kUnloading;
     loaded = std::move(entry.loaded);
   }
@@ -159,7 +264,12 @@ void InferenceService::Unload(Entry& entry) {
   {
     std::lock_guard lock(entry.mu);
     entry.state = ModelState::kNotLoaded;
-    entry.reason = "unloaded";
+    entry.reason = entry.loads_on_demand ? "unloaded after idling; loads on its next request"
+                                         : "unloaded";
+  }
+  {
+    std::lock_guard lock(order_mu_);
+    std::erase(load_order_, &entry);
   }
   spdlog::info("model {}: unloaded", entry.config.name);
 }
@@ -168,7 +278,9 @@ bool InferenceService::Ready() const {
   if (!accepting_) return false;
   for (const auto& [name, entry] : entries_) {
     std::lock_guard lock(entry->mu);
-    if (entry->config.load == LoadMode::kStartup && entry->state != ModelState::kReady) {
+    // A start-up model unloaded after idling counts: its next request loads it.
+    if (entry->config.load == LoadMode::kStartup && entry->state != ModelState::kReady &&
+        !entry->loads_on_demand) {
       return false;
     }
   }
@@ -181,7 +293,9 @@ ModelInfo InferenceService::Snapshot(const Entry& entry) {
                  .state = entry.state,
                  .reason = entry.reason,
                  .estimate = entry.estimate,
-                 .measured_bytes = entry.measured_bytes};
+                 .measured_bytes = entry.measured_bytes,
+                 .loads = entry.loads,
+                 .in_flight = entry.in_flight};
   if (entry.loaded) {
     info.signature = entry.loaded->session->signature();
     info.resident_bytes = entry.loaded->session->resident_bytes();
@@ -293,27 +407,72 @@ void InferenceService::Submit(std::unique_ptr<InferRequest> request) {
     return reject(NotFound("model '" + request->model_name + "' has no version " +
                            std::to_string(request->model_version)));
   }
+  if (Status s = ApplySchedulingParams(*request); !s.ok()) {
+    return reject(s.WithContext("model '" + request->model_name + "'"));
+  }
+  // The deadline holds from now on, also while the request waits for a load.
+  const ModelConfig& m = entry->config;
+  const int level = request->priority > 0 ? request->priority : m.priority;
+  auto policy = m.queue.levels.find(level);
+  request->deadline = std::min(
+      request->deadline,
+      request->arrival + (policy == m.queue.levels.end() ? m.timeout : policy->second.timeout));
   std::shared_ptr<LoadedModel> loaded;
   {
     std::lock_guard lock(entry->mu);
-    if (entry->state != ModelState::kReady) {
+    if (entry->state == ModelState::kReady) {
+      loaded = entry->loaded;
+      ++entry->in_flight;  // before the lock goes: an idle unload must see it
+      entry->last_used = Clock::now();
+    } else if (entry->loads_on_demand && entry->state == ModelState::kUnavailable &&
+               Clock::now() < entry->retry_load_at) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          entry->retry_load_at - Clock::now());
+      return reject(Unavailable("model '" + request->model_name + "' failed to load: " +
+                                entry->reason + " (the next load is tried in " +
+                                std::to_string(left.count()) + " ms)"));
+    } else if (entry->loads_on_demand) {
+      // Single flight: the first request queues the load, the others wait for it.
+      entry->waiting.push_back(std::move(request));
+      if (!entry->load_queued) {
+        entry->load_queued = true;
+        std::lock_guard loader_lock(loader_mu_);
+        load_queue_.push_back(entry);
+        loader_cv_.notify_all();
+      }
+      return;
+    } else {
       return reject(Unavailable("model '" + request->model_name + "' is " +
                                 std::string(ModelStateName(entry->state)) +
                                 (entry->reason.empty() ? "" : ": " + entry->reason)));
     }
-    loaded = entry->loaded;
   }
-  if (Status s = ValidateRequest(loaded->session->signature(), *request); !s.ok()) {
-    return reject(s.WithContext("model '" + request->model_name + "'"));
-  }
-  if (Status s = ApplySchedulingParams(*request); !s.ok()) {
-    return reject(s.WithContext("model '" + request->model_name + "'"));
+  SubmitLoaded(*entry, std::move(loaded), std::move(request));
+}
+
+void InferenceService::SubmitLoaded(Entry& entry, std::shared_ptr<LoadedModel> loaded,
+                                    std::unique_ptr<InferRequest> request) {
+  // REQUIRES: entry.in_flight already counts this request.
+  auto release = [this, &entry] {
+    std::lock_guard lock(entry.mu);
+    entry.last_used = Clock::now();
+    if (--entry.in_flight == 0 && entry.config.keep_alive &&
+        entry.config.keep_alive->count() == 0) {
+      std::lock_guard loader_lock(loader_mu_);
+      idle_check_ = true;
+      reaper_cv_.notify_all();
+    }
+  };
+  Status s = ValidateRequest(loaded->session->signature(), *request);
+  if (!s.ok()) {
+    release();
+    return request->done(s.WithContext("model '" + request->model_name + "'"));
   }
 
   // Count the request in flight until its callback has run, and keep only the outputs it asked
   // for. The wrapper holds no reference to the model, so the last one to finish never unloads it.
   in_flight_.fetch_add(1);
-  request->done = [this, done = std::move(request->done),
+  request->done = [this, release, done = std::move(request->done),
                    wanted = request->requested_outputs](Result<InferResponse> result) mutable {
     if (result.ok() && !wanted.empty()) {
       auto& outputs = result->outputs;
@@ -322,6 +481,7 @@ void InferenceService::Submit(std::unique_ptr<InferRequest> request) {
       });
     }
     done(std::move(result));
+    release();
     if (in_flight_.fetch_sub(1) == 1) {
       std::lock_guard lock(drain_mu_);
       drained_.notify_all();
@@ -333,6 +493,21 @@ void InferenceService::Submit(std::unique_ptr<InferRequest> request) {
 void InferenceService::Shutdown(std::chrono::milliseconds drain_timeout) {
   if (accepting_.exchange(false)) {
     spdlog::info("service: stopped accepting requests; draining {} in flight", in_flight_.load());
+  }
+  for (auto* t : {&reaper_, &loader_}) {
+    if (t->joinable()) {
+      t->request_stop();
+      t->join();
+    }
+  }
+  for (auto& [name, entry] : entries_) {
+    std::vector<std::unique_ptr<InferRequest>> waiting;
+    {
+      std::lock_guard lock(entry->mu);
+      waiting.swap(entry->waiting);
+      entry->loads_on_demand = false;
+    }
+    for (auto& r : waiting) r->done(Unavailable("the server is shutting down"));
   }
   {
     std::unique_lock lock(drain_mu_);

@@ -2,8 +2,14 @@
 // version each for now), loads them, validates requests against their signatures, queues them
 // on their ModelScheduler and unloads everything in reverse load order at shutdown.
 //
-//   model state:   kNotLoaded ──load──► kLoading ──ok──► kReady ──shutdown──► kUnloading ─► kNotLoaded
+//   model state:   kNotLoaded ──load──► kLoading ──ok──► kReady ──shutdown / idle──► kUnloading ─► kNotLoaded
 //                                            └──error──► kUnavailable (reason kept)
+//
+// Loading: `load: startup` models load in LoadStartupModels(); `load: on_demand` models (and
+// models unloaded after `keep_alive` of idleness) load on their first request, on the loader
+// thread, exactly once however many requests arrive meanwhile: those wait (bounded by their own
+// deadlines) and are submitted when the load is done, or answered with its error. Requests to
+// loaded models never wait on a load.
 //
 // Scheduling (priority levels, batching, breaker, watchdog) is the ModelScheduler's; the
 // service applies the request's own `priority` and `timeout` parameters.
@@ -21,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend_registry.h"
@@ -45,6 +52,8 @@ struct ModelInfo {
   int64_t resident_bytes = 0;  // what the session reports holding now
   std::map<std::string, int64_t> counters;  // the session's engine counters
   std::optional<SchedulerStats> stats;      // while loaded
+  int64_t loads = 0;                        // loads started so far
+  int64_t in_flight = 0;                    // requests submitted and not yet answered
 };
 
 class InferenceService {
@@ -84,7 +93,9 @@ class InferenceService {
 
   Entry* FindEntry(const std::string& name) const;
   void Load(Entry& entry);
-  void Unload(Entry& entry);
+  // Unloads `entry`; with `if_idle_at`, only when nothing is in flight and it has been idle
+  // for its keep_alive at that time (and then its next request loads it again).
+  void Unload(Entry& entry, std::optional<Clock::time_point> if_idle_at = std::nullopt);
   static Status ValidateRequest(const ModelSignature& signature, const InferRequest& request);
   // Applies the request parameters `priority` and `timeout` (µs; it may only shorten).
   static Status ApplySchedulingParams(InferRequest& request);
@@ -100,10 +111,28 @@ class InferenceService {
   std::mutex order_mu_;
   std::vector<Entry*> load_order_;  // guarded by order_mu_; unloaded back to front
 
+  // The loader thread: on-demand loads, one at a time, then the requests that waited.
+  void LoaderLoop(std::stop_token stop);
+  // The reaper thread, every 50 ms or when a model goes idle: answers requests still waiting
+  // for a load at their deadline, and unloads models idle past their keep_alive.
+  void ReaperLoop(std::stop_token stop);
+  // Submits a request to a loaded model (validation, scheduling parameters, accounting).
+  void SubmitLoaded(Entry& entry, std::shared_ptr<LoadedModel> loaded,
+                    std::unique_ptr<InferRequest> request);
+
+  std::mutex loader_mu_;
+  std::condition_variable_any loader_cv_;
+  std::condition_variable_any reaper_cv_;
+  std::vector<Entry*> load_queue_;  // guarded by loader_mu_
+  bool idle_check_ = false;         // guarded by loader_mu_: a model just went idle
+
   std::atomic<bool> accepting_{true};
   std::atomic<int64_t> in_flight_{0};
   std::mutex drain_mu_;
   std::condition_variable drained_;
+
+  std::jthread loader_;  // last: stopped and joined first
+  std::jthread reaper_;
 };
 
 }  // namespace mmserve

@@ -1,5 +1,8 @@
 #include "service/inference_service.h"
 
+#include <malloc.h>
+
+#include <cstring>
 #include <fstream>
 #include <future>
 
@@ -10,6 +13,7 @@
 #include "config/config_parser.h"
 #include "runtime/host_runtime.h"
 #include "testing/service_util.h"
+#include "testing/test_util.h"
 
 namespace mmserve {
 namespace {
@@ -189,6 +193,100 @@ TEST_F(InferenceServiceTest, AnOpenBreakerMakesTheModelUnavailableWithTheReason)
   EXPECT_EQ(info->stats->failure, 2);
   EXPECT_EQ(Infer(*service, Ints("flaky", {1})).status().code(), StatusCode::kUnavailable);
   EXPECT_TRUE(Infer(*service, Ints("fine", {1})).ok());
+}
+
+TEST_F(InferenceServiceTest, FiftyConcurrentFirstRequestsLoadAnOnDemandModelOnce) {
+  auto service = Start(R"(models:
+  - name: lazy
+    backend: identity
+    load: on_demand
+    params: {load_ms: 200, tensors: [{datatype: INT32}]}
+)");
+  EXPECT_TRUE(service->Ready()) << "on-demand models do not hold readiness back";
+  EXPECT_EQ(service->GetModel("lazy")->state, ModelState::kNotLoaded);
+  std::vector<std::future<Result<InferResponse>>> results;
+  for (int i = 0; i < 50; ++i) results.push_back(Submit(*service, Ints("lazy", {i})));
+  for (int i = 0; i < 50; ++i) {
+    auto r = results[static_cast<size_t>(i)].get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    int32_t v;
+    std::memcpy(&v, r->outputs[0].data().data(), 4);
+    EXPECT_EQ(v, i);
+  }
+  auto info = service->GetModel("lazy");
+  EXPECT_EQ(info->state, ModelState::kReady);
+  EXPECT_EQ(info->loads, 1);
+}
+
+TEST_F(InferenceServiceTest, AFailedOnDemandLoadAnswersEveryWaiterWithItsError) {
+  testing::TempDir dir;
+  const std::string om = dir.Write("det.om", "om").string();
+  auto service = Start("models:\n  - {name: det, path: " + om + ", load: on_demand}\n"
+                       "  - {name: fine, backend: identity, params: {tensors: [{datatype: INT32}]}}\n");
+  std::vector<std::future<Result<InferResponse>>> results;
+  for (int i = 0; i < 5; ++i) results.push_back(Submit(*service, Ints("det", {i})));
+  for (auto& f : results) {
+    auto r = f.get();
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("model 'det' failed to load: "));
+  }
+  EXPECT_EQ(service->GetModel("det")->loads, 1);
+  EXPECT_TRUE(Infer(*service, Ints("fine", {1})).ok());
+}
+
+TEST_F(InferenceServiceTest, LoadedModelsNeverWaitForAnotherModelsLoad) {
+  auto service = Start(R"(models:
+  - {name: quick, backend: identity, params: {tensors: [{datatype: INT32}]}}
+  - {name: slow_to_load, backend: identity, load: on_demand, params: {load_ms: 1000, tensors: [{datatype: INT32}]}}
+)");
+  auto loading = Submit(*service, Ints("slow_to_load", {1}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the load is under way
+  const auto start = Clock::now();
+  EXPECT_TRUE(Infer(*service, Ints("quick", {2})).ok());
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(300));
+  EXPECT_TRUE(loading.get().ok());
+}
+
+TEST_F(InferenceServiceTest, ARequestWaitingForALoadIsAnsweredAtItsDeadline) {
+  auto service = Start(R"(models:
+  - {name: lazy, backend: identity, load: on_demand, params: {load_ms: 800, tensors: [{datatype: INT32}]}}
+)");
+  auto r = Ints("lazy", {1});
+  r->parameters["timeout"] = int64_t{100'000};
+  const auto start = Clock::now();
+  auto early = Submit(*service, std::move(r));
+  auto patient = Submit(*service, Ints("lazy", {2}));
+  auto result = early.get();
+  EXPECT_EQ(result.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("waiting for the model to load"));
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(500));
+  EXPECT_TRUE(patient.get().ok()) << "the load went on for the others";
+}
+
+TEST_F(InferenceServiceTest, KeepAliveUnloadsAnIdleModelAndItsMemoryGoesBack) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizer replaces the allocator whose counters show the memory going back";
+#endif
+  auto heap = [] {
+    const struct mallinfo2 m = ::mallinfo2();
+    return static_cast<int64_t>(m.uordblks + m.hblkhd);
+  };
+  auto service = Start(R"(models:
+  - {name: idle, backend: identity, keep_alive: 200ms, params: {memory_mb: 64, tensors: [{datatype: INT32}]}}
+)");
+  ASSERT_TRUE(Infer(*service, Ints("idle", {1})).ok());
+  const int64_t loaded = heap();
+  for (int i = 0; i < 100 && service->GetModel("idle")->state != ModelState::kNotLoaded; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto info = service->GetModel("idle");
+  EXPECT_EQ(info->state, ModelState::kNotLoaded);
+  EXPECT_THAT(info->reason, HasSubstr("loads on its next request"));
+  EXPECT_GE(loaded - heap(), int64_t{60} << 20) << "the 64 MiB went back to the system";
+  EXPECT_TRUE(service->Ready()) << "an idle start-up model still counts as servable";
+  // The next request loads it again.
+  ASSERT_TRUE(Infer(*service, Ints("idle", {2})).ok());
+  EXPECT_EQ(service->GetModel("idle")->loads, 2);
 }
 
 }  // namespace

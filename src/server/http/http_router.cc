@@ -47,6 +47,8 @@ json ModelStats(const ModelInfo& info) {
               {"inference_count", 0},
               {"execution_count", 0}};
   json mms = {{"state", std::string(ModelStateName(info.state))},
+              {"loads", info.loads},
+              {"in_flight", info.in_flight},
               {"memory", {{"estimate_bytes", info.estimate.bytes},
                           {"estimate_source", info.estimate.source},
                           {"measured_bytes", info.measured_bytes},

@@ -281,6 +281,7 @@ class Parser {
                  ? LoadMode::kOnDemand
                  : LoadMode::kStartup;
     m.keep_alive = ReadDuration(r, "keep_alive", global.keep_alive);
+    m.pinned = r.Bool("pinned", m.pinned);
     if (auto queue = r.Map("queue")) ReadQueue(*queue, m);
     if (auto breaker = r.Map("breaker")) {
       ParamReader b(*breaker, errors_);

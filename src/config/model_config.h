@@ -61,6 +61,7 @@ struct ModelConfig {
   int priority = kDefaultPriority;
   int thread_num = 1;          // worker threads, each with its own execution instance
   LoadMode load = LoadMode::kStartup;
+  bool pinned = false;  // never evicted to make room for another model
   // Idle time before unloading; nullopt = never (keep_alive: -1).
   std::optional<std::chrono::milliseconds> keep_alive;
   QueueConfig queue;

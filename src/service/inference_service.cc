@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "common/strings.h"
+#include "service/memory_plan.h"
 
 namespace mmserve {
 
@@ -57,6 +58,7 @@ struct InferenceService::Entry {
   Clock::time_point last_used = Clock::now();                    // guarded by mu
   // After a failed on-demand load, requests are answered with its error until then.
   Clock::time_point retry_load_at;                               // guarded by mu
+  std::string domain;  // the memory its device draws from; fixed after construction
 };
 
 namespace {
@@ -75,6 +77,10 @@ InferenceService::InferenceService(ServerConfig config, const BackendRegistry& b
       entry->reason = "loads on its first request (load: on_demand)";
     }
     entries_.emplace(m.name, std::move(entry));
+  }
+  for (const auto& plan : PlanMemory(config_, backends_)) {
+    budgets_[plan.domain] = plan.budget;
+    for (const auto& e : plan.entries) entries_.at(e.model)->domain = plan.domain;
   }
   loader_ = std::jthread([this](std::stop_token stop) { LoaderLoop(stop); });
   reaper_ = std::jthread([this](std::stop_token stop) { ReaperLoop(stop); });
@@ -186,6 +192,7 @@ void InferenceService::Load(Entry& entry) {
   if (!backend.ok()) return fail(backend.status());
   auto estimate = (*backend)->Estimate(m);
   if (!estimate.ok()) return fail(estimate.status());
+  if (Status room = MakeRoom(entry, estimate->bytes); !room.ok()) return fail(room);
   auto loaded = std::make_shared<LoadedModel>();
   // Loads run one at a time (start-up), so the heap's growth over this one is its measured
   // footprint: weights, contexts and buffers, whatever the backend reports.
@@ -238,7 +245,58 @@ void InferenceService::Load(Entry& entry) {
   load_order_.push_back(&entry);
 }
 
-void InferenceService::Unload(Entry& entry, std::optional<Clock::time_point> if_idle_at) {
+int64_t InferenceService::Footprint(const Entry& entry) {
+  // REQUIRES: entry.mu held. What the model holds now: the backend's own figure, else the
+  // heap's growth over its load, else the estimate.
+  if (!entry.loaded) return 0;
+  const int64_t resident = entry.loaded->session->resident_bytes();
+  if (resident > 0) return resident;
+  return entry.measured_bytes > 0 ? entry.measured_bytes : entry.estimate.bytes;
+}
+
+Status InferenceService::MakeRoom(const Entry& loading, int64_t bytes) {
+  const int64_t budget = budgets_.at(loading.domain);
+  auto mib = [](int64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; };
+  while (true) {
+    int64_t used = 0;
+    Entry* victim = nullptr;
+    int victim_priority = 0;
+    Clock::time_point victim_used;
+    std::vector<std::string> holders;
+    for (auto& [name, e] : entries_) {
+      if (e.get() == &loading || e->domain != loading.domain) continue;
+      std::lock_guard lock(e->mu);
+      const int64_t held = Footprint(*e);
+      if (held == 0) continue;
+      used += held;
+      const bool busy = e->in_flight > 0 || e->state != ModelState::kReady;
+      holders.push_back(name + " " + mib(held) +
+                        (e->config.pinned ? " (pinned)" : busy ? " (in use)" : " (idle)"));
+      if (busy || e->config.pinned) continue;
+      // Lower priority first (a larger level), then the least recently used.
+      if (!victim || e->config.priority > victim_priority ||
+          (e->config.priority == victim_priority && e->last_used < victim_used)) {
+        victim = e.get();
+        victim_priority = e->config.priority;
+        victim_used = e->last_used;
+      }
+    }
+    if (used + bytes <= budget) return Status::Ok();
+    if (!victim) {
+      return Unavailable("not enough memory on device " + loading.domain + ": model '" +
+                         loading.config.name + "' needs " + mib(bytes) + ", " +
+                         mib(std::max<int64_t>(0, budget - used)) + " of the " + mib(budget) +
+                         " budget are free, and nothing can be evicted; held by " +
+                         Join(holders, ", "));
+    }
+    spdlog::info("model {}: evicted to make room for {} ({} needed on device {})",
+                 victim->config.name, loading.config.name, mib(bytes), loading.domain);
+    Unload(*victim, std::nullopt, /*evict=*/true);
+  }
+}
+
+void InferenceService::Unload(Entry& entry, std::optional<Clock::time_point> if_idle_at,
+                              bool evict) {
   std::shared_ptr<LoadedModel> loaded;
   {
     std::lock_guard lock(entry.mu);
@@ -255,6 +313,10 @@ void InferenceService::Unload(Entry& entry, std::optional<Clock::time_point> if_
                                                                          entry.last_used)
                        .count());
     }
+    if (evict) {
+      if (entry.in_flight > 0) return;  // a request arrived meanwhile: the caller looks again
+      entry.loads_on_demand = true;
+    }
     entry.state = ModelState::kUnloading;
     loaded = std::move(entry.loaded);
   }
@@ -264,8 +326,9 @@ void InferenceService::Unload(Entry& entry, std::optional<Clock::time_point> if_
   {
     std::lock_guard lock(entry.mu);
     entry.state = ModelState::kNotLoaded;
-    entry.reason = entry.loads_on_demand ? "unloaded after idling; loads on its next request"
-                                         : "unloaded";
+    entry.reason = evict                   ? "evicted to make room; loads on its next request"
+                   : entry.loads_on_demand ? "unloaded after idling; loads on its next request"
+                                           : "unloaded";
   }
   {
     std::lock_guard lock(order_mu_);

@@ -95,7 +95,14 @@ class InferenceService {
   void Load(Entry& entry);
   // Unloads `entry`; with `if_idle_at`, only when nothing is in flight and it has been idle
   // for its keep_alive at that time (and then its next request loads it again).
-  void Unload(Entry& entry, std::optional<Clock::time_point> if_idle_at = std::nullopt);
+  // With `evict`, only when nothing is in flight (and then it loads again on demand).
+  void Unload(Entry& entry, std::optional<Clock::time_point> if_idle_at = std::nullopt,
+              bool evict = false);
+  // Before `loading` loads `bytes` more: evicts idle, unpinned models of its device, lowest
+  // priority first, then least recently used, until they fit in the budget; Unavailable with
+  // what is needed, free and held by whom when they cannot.
+  Status MakeRoom(const Entry& loading, int64_t bytes);
+  static int64_t Footprint(const Entry& entry);  // REQUIRES: entry.mu held
   static Status ValidateRequest(const ModelSignature& signature, const InferRequest& request);
   // Applies the request parameters `priority` and `timeout` (µs; it may only shorten).
   static Status ApplySchedulingParams(InferRequest& request);
@@ -106,6 +113,7 @@ class InferenceService {
   RuntimeGuard& guard_;              // not owned
 
   JobStore jobs_;  // before entries_: outlives every model's callbacks
+  std::map<std::string, int64_t> budgets_;  // per memory domain; fixed after construction
   std::map<std::string, std::unique_ptr<Entry>> entries_;  // fixed after construction
 
   std::mutex order_mu_;

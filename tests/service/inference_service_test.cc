@@ -289,5 +289,50 @@ TEST_F(InferenceServiceTest, KeepAliveUnloadsAnIdleModelAndItsMemoryGoesBack) {
   EXPECT_EQ(service->GetModel("idle")->loads, 2);
 }
 
+// Three 40 MiB models in a 100 MiB budget: loading the third must evict one.
+constexpr const char* kCrowded = R"(global: {memory_pool: 100, preflight: {factor: 1.0, max_fill: 1.0}}
+models:
+  - {name: low, backend: identity, priority: low, params: {memory_mb: 40, tensors: [{datatype: INT32}]}}
+  - {name: normal, backend: identity, params: {memory_mb: 40, tensors: [{datatype: INT32}]}}
+  - {name: third, backend: identity, load: on_demand, params: {memory_mb: 40, tensors: [{datatype: INT32}]}}
+)";
+
+TEST_F(InferenceServiceTest, ALoadEvictsTheLowestPriorityIdleModelFirst) {
+  auto service = Start(kCrowded);
+  ASSERT_TRUE(Infer(*service, Ints("low", {1})).ok());  // low is the most recently used
+  ASSERT_TRUE(Infer(*service, Ints("third", {1})).ok());
+  EXPECT_EQ(service->GetModel("low")->state, ModelState::kNotLoaded);
+  EXPECT_THAT(service->GetModel("low")->reason, HasSubstr("evicted to make room"));
+  EXPECT_EQ(service->GetModel("normal")->state, ModelState::kReady);
+  // The evicted model comes back on its next request, evicting in turn.
+  ASSERT_TRUE(Infer(*service, Ints("low", {2})).ok());
+  EXPECT_EQ(service->GetModel("low")->loads, 2);
+}
+
+TEST_F(InferenceServiceTest, AtEqualPriorityTheLeastRecentlyUsedGoesAndPinnedNever) {
+  std::string yaml = kCrowded;
+  yaml.replace(yaml.find("priority: low, "), 15, "");
+  auto service = Start(yaml);
+  ASSERT_TRUE(Infer(*service, Ints("normal", {1})).ok());
+  ASSERT_TRUE(Infer(*service, Ints("low", {1})).ok());  // "normal" is now the older one
+  ASSERT_TRUE(Infer(*service, Ints("third", {1})).ok());
+  EXPECT_EQ(service->GetModel("normal")->state, ModelState::kNotLoaded);
+  EXPECT_EQ(service->GetModel("low")->state, ModelState::kReady);
+
+  yaml = kCrowded;
+  yaml.replace(yaml.find("priority: low, "), 15, "pinned: true, ");
+  yaml.replace(yaml.find("name: normal, backend: identity, "), 33,
+               "name: normal, backend: identity, pinned: true, ");
+  auto pinned = Start(yaml);
+  auto refused = Infer(*pinned, Ints("third", {1}));
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("not enough memory on device host: model 'third' needs 40 MiB, 20 MiB "
+                        "of the 100 MiB budget are free, and nothing can be evicted; held by "));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("low 40 MiB (pinned)"));
+  EXPECT_EQ(pinned->GetModel("low")->state, ModelState::kReady);
+  EXPECT_EQ(pinned->GetModel("normal")->state, ModelState::kReady);
+}
+
 }  // namespace
 }  // namespace mmserve

@@ -543,8 +543,10 @@ void InferenceService::SubmitLoaded(Entry& entry, std::shared_ptr<LoadedModel> l
         return std::find(wanted.begin(), wanted.end(), t.name()) == wanted.end();
       });
     }
-    done(std::move(result));
+    // The model is idle before the caller hears back, so a caller's next step (another
+    // model's load that needs room) finds it evictable; the server's drain still waits.
     release();
+    done(std::move(result));
     if (in_flight_.fetch_sub(1) == 1) {
       std::lock_guard lock(drain_mu_);
       drained_.notify_all();

@@ -101,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenCase{"UnknownKeyWithSuggestion", "timeout_ms: 200", "timeout: 200",
                    "14:5: models[0].timeout: expected one of backend, batch_size, batch_tiers, "
                    "breaker, cpu_affinity, device_id, dynamic_batch, keep_alive, load, max_batch, "
-                   "max_queue_delay_ms, name, nice, params, path, postprocess, preprocess, "
+                   "max_queue_delay_ms, name, nice, params, path, pinned, postprocess, preprocess, "
                    "preserve_ordering, priority, queue, task, thread_num, timeout_ms, version, "
                    "watchdog_margin_ms, found unknown key \"timeout\" (did you mean "
                    "'timeout_ms'?)"},

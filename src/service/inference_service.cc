@@ -59,6 +59,8 @@ struct InferenceService::Entry {
   // After a failed on-demand load, requests are answered with its error until then.
   Clock::time_point retry_load_at;                               // guarded by mu
   std::string domain;  // the memory its device draws from; fixed after construction
+  // Queue bound and default timeout per priority level; fixed after construction.
+  std::array<LevelPolicy, kMaxPriorityLevel + 1> levels;
 };
 
 namespace {
@@ -72,15 +74,18 @@ InferenceService::InferenceService(ServerConfig config, const BackendRegistry& b
   for (const auto& m : config_.models) {
     auto entry = std::make_unique<Entry>();
     entry->config = m;
+    entry->levels = ModelScheduler::Levels(m.queue, m.timeout);
     if (m.load == LoadMode::kOnDemand) {
       entry->loads_on_demand = true;
       entry->reason = "loads on its first request (load: on_demand)";
     }
     entries_.emplace(m.name, std::move(entry));
   }
-  for (const auto& plan : PlanMemory(config_, backends_)) {
-    budgets_[plan.domain] = plan.budget;
-    for (const auto& e : plan.entries) entries_.at(e.model)->domain = plan.domain;
+  // Budgets only: the estimates are taken at each load (preflight took them before start).
+  for (auto& [name, entry] : entries_) {
+    const DeviceMemory memory = MemoryOf(entry->config, backends_);
+    entry->domain = memory.domain;
+    budgets_[memory.domain] = BudgetFor(memory, config_.global);
   }
   loader_ = std::jthread([this](std::stop_token stop) { LoaderLoop(stop); });
   reaper_ = std::jthread([this](std::stop_token stop) { ReaperLoop(stop); });
@@ -216,7 +221,7 @@ void InferenceService::Load(Entry& entry) {
        .max_queue_delay = m.max_queue_delay,
        .preserve_ordering = m.preserve_ordering,
        .default_priority = m.priority,
-       .levels = ModelScheduler::Levels(m.queue, m.timeout),
+       .levels = entry.levels,
        .breaker = {.failures = m.breaker.failures, .cooldown = m.breaker.cooldown},
        .watchdog_margin = m.watchdog_margin,
        .cpu_affinity = m.cpu_affinity,
@@ -474,12 +479,9 @@ void InferenceService::Submit(std::unique_ptr<InferRequest> request) {
     return reject(s.WithContext("model '" + request->model_name + "'"));
   }
   // The deadline holds from now on, also while the request waits for a load.
-  const ModelConfig& m = entry->config;
-  const int level = request->priority > 0 ? request->priority : m.priority;
-  auto policy = m.queue.levels.find(level);
+  const int level = request->priority > 0 ? request->priority : entry->config.priority;
   request->deadline = std::min(
-      request->deadline,
-      request->arrival + (policy == m.queue.levels.end() ? m.timeout : policy->second.timeout));
+      request->deadline, request->arrival + entry->levels[static_cast<size_t>(level)].timeout);
   std::shared_ptr<LoadedModel> loaded;
   {
     std::lock_guard lock(entry->mu);

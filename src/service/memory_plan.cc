@@ -14,6 +14,27 @@ std::string Mib(int64_t bytes) {
 
 }  // namespace
 
+DeviceMemory MemoryOf(const ModelConfig& model, const BackendRegistry& backends) {
+  if (auto backend = backends.Find(model.backend); backend.ok()) {
+    if (auto device = (*backend)->runtime().Memory(model.device_id); device.ok()) return *device;
+  }
+  return HostMemory();
+}
+
+int64_t BudgetFor(const DeviceMemory& memory, const GlobalConfig& global, std::string* source) {
+  if (global.memory_pool_mb > 0) {
+    if (source) *source = "global.memory_pool";
+    return global.memory_pool_mb << 20;
+  }
+  if (source) {
+    char text[96];
+    std::snprintf(text, sizeof(text), "capacity %s x memory_headroom %.2f",
+                  Mib(memory.total).c_str(), global.memory_headroom);
+    *source = text;
+  }
+  return static_cast<int64_t>(static_cast<double>(memory.total) * global.memory_headroom);
+}
+
 std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegistry& backends) {
   std::vector<DevicePlan> plans;
   auto plan_for = [&](const DeviceMemory& memory) -> DevicePlan& {
@@ -23,28 +44,17 @@ std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegi
     DevicePlan p{.domain = memory.domain,
                  .factor = config.global.preflight.factor,
                  .max_fill = config.global.preflight.max_fill};
-    if (config.global.memory_pool_mb > 0) {
-      p.budget = config.global.memory_pool_mb << 20;
-      p.budget_source = "global.memory_pool";
-    } else {
-      p.budget = static_cast<int64_t>(static_cast<double>(memory.total) *
-                                      config.global.memory_headroom);
-      char text[96];
-      std::snprintf(text, sizeof(text), "capacity %s x memory_headroom %.2f",
-                    Mib(memory.total).c_str(), config.global.memory_headroom);
-      p.budget_source = text;
-    }
+    p.budget = BudgetFor(memory, config.global, &p.budget_source);
     plans.push_back(std::move(p));
     return plans.back();
   };
   for (const auto& m : config.models) {
     PlanEntry entry{.model = m.name, .version = m.version, .startup = m.load == LoadMode::kStartup};
-    DeviceMemory memory = HostMemory();
+    const DeviceMemory memory = MemoryOf(m, backends);
     auto backend = backends.Find(m.backend);
     if (!backend.ok()) {
       entry.source = std::string(backend.status().message());
     } else {
-      if (auto device = (*backend)->runtime().Memory(m.device_id); device.ok()) memory = *device;
       if (auto estimate = (*backend)->Estimate(m); estimate.ok()) {
         entry.bytes = estimate->bytes;
         entry.source = estimate->source;

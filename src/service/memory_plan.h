@@ -36,6 +36,13 @@ struct DevicePlan {
   bool fits() const { return required() <= limit(); }
 };
 
+// The memory `model`'s device draws from (the host's RAM when its backend is not built in).
+DeviceMemory MemoryOf(const ModelConfig& model, const BackendRegistry& backends);
+// The budget of `memory`: global.memory_pool when set, else capacity x memory_headroom; with
+// `source`, says which.
+int64_t BudgetFor(const DeviceMemory& memory, const GlobalConfig& global,
+                  std::string* source = nullptr);
+
 // One plan per memory domain, in the order the config first uses them. A model whose backend
 // is missing or cannot estimate is listed with the reason and 0 bytes.
 std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegistry& backends);

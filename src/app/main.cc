@@ -10,12 +10,13 @@
 #include "runtime/device_lock.h"
 
 int main(int argc, char** argv) {
-  // Block the termination signals before any thread starts, so every thread inherits the mask
+  // Block the termination and reload signals before any thread starts, so every thread inherits the mask
   // and Serve() alone receives them through sigwait.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);  // reload
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 

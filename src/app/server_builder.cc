@@ -50,14 +50,25 @@ int Validate(const std::filesystem::path& config, bool plan) {
 
 namespace {
 
-int WaitForTerminationSignal() {
+// Waits for SIGINT or SIGTERM; each SIGHUP meanwhile reloads the YAML file.
+int WaitForTerminationSignal(InferenceService& service) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  int signal = 0;
-  sigwait(&set, &signal);
-  return signal;
+  sigaddset(&set, SIGHUP);
+  while (true) {
+    int signal = 0;
+    sigwait(&set, &signal);
+    if (signal != SIGHUP) return signal;
+    spdlog::info("received SIGHUP: reloading the configuration");
+    service.Reload([](const Result<ReloadReport>& result) {
+      if (!result.ok()) {
+        spdlog::error("config: reload rejected, the served models are unchanged: {}",
+                      result.status().message());
+      }
+    });
+  }
 }
 
 }  // namespace
@@ -120,7 +131,7 @@ int Serve(const ServeOptions& options) {
   spdlog::info("mmserve listening on http://{}:{} ({}, {} I/O threads)", global.host,
                (*frontend)->port(), service.Ready() ? "ready" : "NOT ready", global.thread_num);
 
-  const int signal = WaitForTerminationSignal();
+  const int signal = WaitForTerminationSignal(service);
   spdlog::info("received {}: shutting down (drain timeout {} ms)",
                signal == SIGINT ? "SIGINT" : "SIGTERM", global.drain_timeout.count());
   (*frontend)->StopAccepting();

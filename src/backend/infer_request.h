@@ -41,6 +41,7 @@ inline std::string StringParam(const RequestParams& params, const std::string& k
 }
 
 struct InferResponse {
+  int64_t model_version = 0;  // the version that served it (set by the service)
   std::vector<Tensor> outputs;
   RequestParams parameters;
 };
@@ -49,7 +50,8 @@ using InferCallback = std::function<void(Result<InferResponse>)>;
 
 struct InferRequest {
   std::string model_name;
-  int64_t model_version = 0;  // 0: the served version
+  int64_t model_version = 0;  // 0: routed by label, canary or default
+  std::string model_label;    // with model_version 0: the version this label points at
   std::string id;             // echoed back
   std::vector<Tensor> inputs;
   std::vector<std::string> requested_outputs;  // empty: every output

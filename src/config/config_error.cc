@@ -13,6 +13,14 @@ std::string ConfigError::ToString() const {
   return out;
 }
 
+void ConfigErrors::Add(ConfigError error) {
+  const std::string text = error.ToString();
+  for (const auto& e : errors_) {
+    if (e.ToString() == text) return;
+  }
+  errors_.push_back(std::move(error));
+}
+
 Status ConfigErrors::ToStatus() const {
   if (errors_.empty()) return Status::Ok();
   std::string message = std::to_string(errors_.size()) + " configuration error" +

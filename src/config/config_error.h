@@ -28,7 +28,9 @@ struct ConfigError {
 
 class ConfigErrors {
  public:
-  void Add(ConfigError error) { errors_.push_back(std::move(error)); }
+  // An error already collected (the same text, e.g. from a second version sharing the field)
+  // is not added again.
+  void Add(ConfigError error);
   bool empty() const { return errors_.empty(); }
   size_t size() const { return errors_.size(); }
   const std::vector<ConfigError>& errors() const { return errors_; }

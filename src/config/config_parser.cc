@@ -194,14 +194,33 @@ class Parser {
       top.Error("models", "a list of models", "nothing");
     }
     for (const Params& m : top.MapList("models")) {
-      config.models.push_back(ReadModel(m, config.global));
+      for (auto& version : ReadModel(m, config.global)) config.models.push_back(std::move(version));
     }
     top.Finish();
+    if (config.global.model_roots.empty()) {
+      std::error_code ec;
+      config.global.model_roots.push_back(
+          fs::weakly_canonical(base_dir_.empty() ? fs::current_path(ec) : base_dir_, ec));
+    }
     if (top.Has("models") && tree["models"].is_array() && tree["models"].empty()) {
       top.Error("models", "at least one model", "an empty list");
     }
     MMS_RETURN_IF_ERROR(errors_.ToStatus());
     return config;
+  }
+
+  Result<std::vector<ModelConfig>> RunEntry(const json& entry, const GlobalConfig& global) {
+    const Params p(entry, "config", std::make_shared<Params::Locations>());
+    if (!entry.is_object()) {
+      errors_.Add({.where = {.file = file_},
+                   .field = "config",
+                   .expected = "a model entry (a map, as under models: in the YAML)",
+                   .found = DescribeFound(entry)});
+      return errors_.ToStatus();
+    }
+    auto versions = ReadModel(p, global);
+    MMS_RETURN_IF_ERROR(errors_.ToStatus());
+    return versions;
   }
 
  private:
@@ -232,11 +251,36 @@ class Parser {
       g.jobs.ttl = ReadDuration(j, "ttl", g.jobs.ttl).value_or(std::chrono::milliseconds(kMaxTimeoutMs));
       j.Finish();
     }
+    if (const json* roots = r.Raw("model_roots")) {
+      if (!roots->is_array()) {
+        r.Error("model_roots", "a list of folders", DescribeFound(*roots));
+      } else {
+        for (size_t i = 0; i < roots->size(); ++i) {
+          const json& root = (*roots)[i];
+          const std::string field = "model_roots[" + std::to_string(i) + "]";
+          std::error_code ec;
+          if (!root.is_string() || root.get<std::string>().empty()) {
+            r.Error(field, "a folder", DescribeFound(root));
+          } else if (fs::path dir = Absolute(root.get<std::string>()); !fs::is_directory(dir, ec)) {
+            r.Error(field, "an existing folder", "\"" + dir.string() + "\"");
+          } else {
+            g.model_roots.push_back(fs::weakly_canonical(dir, ec));
+          }
+        }
+      }
+    }
+    g.watch = ReadDuration(r, "watch", std::nullopt);
+    if (g.watch && g.watch->count() == 0) g.watch.reset();
     r.Finish();
     return g;
   }
 
-  ModelConfig ReadModel(const Params& p, const GlobalConfig& global) {
+  fs::path Absolute(const std::string& text) const {
+    return fs::path(text).is_absolute() ? fs::path(text) : base_dir_ / text;
+  }
+
+  // One ModelConfig per served version of the entry `p`.
+  std::vector<ModelConfig> ReadModel(const Params& p, const GlobalConfig& global) {
     ParamReader r(p, errors_);
     ModelConfig m;
     m.where = p.LocationOf(p.path());
@@ -251,12 +295,12 @@ class Parser {
     }
     const std::string path_text = r.String("path", "");
     m.backend = r.String("backend", "");
-    if (!path_text.empty()) {
-      m.path = fs::path(path_text).is_absolute() ? fs::path(path_text) : base_dir_ / path_text;
-    }
-    ResolveBackend(r, m, path_text);
+    if (!path_text.empty()) m.path = Absolute(path_text);
+    const std::string model_file = r.String("model_file", "");
+    std::vector<VersionSource> versions = ReadVersions(p, r, m, path_text, model_file);
+    // The backend follows the (first) version's file.
+    ResolveBackend(r, m, versions.empty() ? path_text : versions.front().path_text);
     m.task = r.String("task", "");
-    m.version = r.Int("version", m.version, 1, int64_t{1} << 40);
     m.device_id = static_cast<int>(r.Int("device_id", global.device, 0, 1023));
     m.batch_size = static_cast<int>(r.Int("batch_size", m.batch_size, 1, 4096));
     m.max_batch = static_cast<int>(r.Int("max_batch", std::max(m.batch_size, 1), 1, 4096));
@@ -298,9 +342,269 @@ class Parser {
     }
     m.nice = static_cast<int>(r.Int("nice", m.nice, 0, 19));
     if (auto params = r.Map("params")) m.params = *params;
+    ReadRouting(r, m, versions);
     r.Finish();
-    CheckModelRules(r, m, path_text);
-    return m;
+    CheckModelRules(r, m);
+    std::vector<ModelConfig> out;
+    for (const VersionSource& source : versions) {
+      ModelConfig v = m;
+      v.version = source.version;
+      v.path = source.path;
+      if (source.in_folder) v.versions_dir = m.path;
+      if (source.params) {
+        nlohmann::json merged = m.params.value();
+        for (const auto& [key, value] : source.params->value().items()) merged[key] = value;
+        v.params = source.params->Sub(std::move(merged), source.params->path());
+      }
+      if (!m.backend.empty() && catalog_.NeedsPath(m.backend)) {
+        CheckPath(r, source.field, v, source.path_text);
+      }
+      if (!m.backend.empty()) catalog_.ValidateModel(v, errors_);
+      v.fingerprint = Fingerprint(p, v);
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+
+  // Where one version comes from: its number, its file, and its own params (versions[] maps).
+  struct VersionSource {
+    int64_t version = 0;
+    fs::path path;
+    std::string path_text;  // as written, or as found in a version folder
+    std::string field;      // the field errors about its file name ("path", "versions[1].path")
+    std::optional<Params> params;
+    bool in_folder = false;  // found in (or named after) a version folder of `path`
+  };
+
+  // The versions an entry serves: `versions:` (numbers, or {version, path, params} maps),
+  // else the numeric subfolders of a `path:` folder, else the one `version:` (default 1) of
+  // the one file; then `version_policy:` (all | {latest: N} | {specific: [..]}; the default is
+  // all for a list, the latest one for a folder, as Triton does) picks the served ones.
+  std::vector<VersionSource> ReadVersions(const Params& p, ParamReader& r, const ModelConfig& m,
+                                          const std::string& path_text,
+                                          const std::string& model_file) {
+    std::error_code ec;
+    const bool folder = !path_text.empty() && fs::is_directory(m.path, ec);
+    std::vector<VersionSource> found;
+    bool list = false;
+    if (const json* items = r.Raw("versions")) {
+      list = true;
+      if (r.Has("version")) {
+        (void)r.Raw("version");
+        r.Error("version", "either version or versions, not both", "both");
+      }
+      if (!items->is_array() || items->empty()) {
+        r.Error("versions", "a list of version numbers or {version, path, params} maps",
+                DescribeFound(*items));
+        return {};
+      }
+      for (size_t i = 0; i < items->size(); ++i) {
+        const json& item = (*items)[i];
+        const std::string field = "versions[" + std::to_string(i) + "]";
+        VersionSource v{.field = "path"};
+        if (item.is_number_integer() && item.get<int64_t>() >= 1) {
+          v.version = item.get<int64_t>();
+        } else if (item.is_object()) {
+          const Params sub = p.Sub(item, r.FieldPath(field));
+          ParamReader vr(sub, errors_);
+          if (!vr.Has("version")) vr.Error("version", "a version number", "nothing");
+          v.version = vr.Int("version", 0, 1, int64_t{1} << 40);
+          v.path_text = vr.String("path", "");
+          if (!v.path_text.empty()) {
+            v.path = Absolute(v.path_text);
+            v.field = field + ".path";
+          }
+          if (auto params = vr.Map("params")) v.params = *params;
+          vr.Finish();
+        } else {
+          r.Error(field, "a version number (1 or more) or a {version, path, params} map",
+                  DescribeFound(item));
+          continue;
+        }
+        if (v.version < 1) continue;  // reported
+        if (v.path_text.empty()) {
+          if (folder) {
+            v.in_folder = true;
+            FindModelFile(r, m, m.path / std::to_string(v.version), model_file, v);
+          } else {
+            v.path = m.path;
+            v.path_text = path_text;
+          }
+        }
+        bool duplicate = false;
+        for (const auto& other : found) duplicate = duplicate || other.version == v.version;
+        if (duplicate) {
+          r.Error(field, "each version once", std::to_string(v.version) + " again");
+          continue;
+        }
+        found.push_back(std::move(v));
+      }
+    } else if (folder) {
+      for (const auto& dirent : fs::directory_iterator(m.path, ec)) {
+        const std::string name = dirent.path().filename().string();
+        int64_t number = 0;
+        auto [end, err] = std::from_chars(name.data(), name.data() + name.size(), number);
+        if (err != std::errc() || end != name.data() + name.size() || number < 1 ||
+            !dirent.is_directory(ec)) {
+          continue;  // not a version folder (Triton ignores them too)
+        }
+        VersionSource v{.version = number, .field = "path", .in_folder = true};
+        FindModelFile(r, m, dirent.path(), model_file, v);
+        found.push_back(std::move(v));
+      }
+      std::sort(found.begin(), found.end(),
+                [](const auto& a, const auto& b) { return a.version < b.version; });
+      if (found.empty()) {
+        r.Error("path", "a model file, or a folder of numeric version folders (1/, 2/, ...)",
+                "\"" + m.path.string() + "\" (a folder without version folders)");
+      }
+      if (r.Has("version")) {
+        (void)r.Raw("version");
+        r.Error("version", "no version: the folder's version folders are the versions",
+                "a version");
+      }
+    } else {
+      found.push_back({.version = r.Int("version", 1, 1, int64_t{1} << 40),
+                       .path = m.path,
+                       .path_text = path_text,
+                       .field = "path"});
+    }
+    return ApplyVersionPolicy(r, std::move(found), /*all_by_default=*/list || !folder);
+  }
+
+  // A version folder's model file: `model_file` when set, else its one .om/.gguf/.onnx file.
+  void FindModelFile(ParamReader& r, const ModelConfig& m, const fs::path& dir,
+                     const std::string& model_file, VersionSource& v) {
+    if (!model_file.empty()) {
+      v.path = dir / model_file;
+      v.path_text = v.path.string();
+      return;
+    }
+    std::vector<fs::path> candidates;
+    std::error_code ec;
+    for (const auto& dirent : fs::directory_iterator(dir, ec)) {
+      const std::string ext = dirent.path().extension().string();
+      if (dirent.is_regular_file(ec) && (ext == ".om" || ext == ".gguf" || ext == ".onnx")) {
+        candidates.push_back(dirent.path());
+      }
+    }
+    if (candidates.size() == 1) {
+      v.path = candidates.front();
+      v.path_text = v.path.string();
+      return;
+    }
+    if (candidates.empty() && !m.backend.empty() && !catalog_.NeedsPath(m.backend)) return;
+    std::vector<std::string> names;
+    for (const auto& c : candidates) names.push_back(c.filename().string());
+    r.Error("path",
+            "a version folder holding one model file (.om, .gguf or .onnx), or model_file "
+            "naming it",
+            "\"" + dir.string() + "\" (" +
+                (names.empty() ? std::string("no model file") : Join(names, ", ")) + ")");
+  }
+
+  std::vector<VersionSource> ApplyVersionPolicy(ParamReader& r, std::vector<VersionSource> found,
+                                                bool all_by_default) {
+    const json* policy = r.Raw("version_policy");
+    const std::string expected = "all, {latest: N} or {specific: [versions]}";
+    if (!policy) {
+      if (!all_by_default && found.size() > 1) found.erase(found.begin(), found.end() - 1);
+      return found;
+    }
+    if (policy->is_string() && policy->get<std::string>() == "all") return found;
+    if (!policy->is_object() || policy->size() != 1) {
+      r.Error("version_policy", expected, DescribeFound(*policy));
+      return found;
+    }
+    if (policy->contains("latest")) {
+      const json& n = (*policy)["latest"];
+      if (!n.is_number_integer() || n.get<int64_t>() < 1) {
+        r.Error("version_policy.latest", "a count of versions (1 or more)", DescribeFound(n));
+        return found;
+      }
+      const auto keep = static_cast<size_t>(n.get<int64_t>());
+      if (found.size() > keep) found.erase(found.begin(), found.end() - static_cast<long>(keep));
+      return found;
+    }
+    if (policy->contains("specific")) {
+      const json& list = (*policy)["specific"];
+      std::vector<VersionSource> picked;
+      if (!list.is_array() || list.empty()) {
+        r.Error("version_policy.specific", "a list of versions", DescribeFound(list));
+        return found;
+      }
+      for (const json& v : list) {
+        auto it = std::find_if(found.begin(), found.end(), [&](const VersionSource& s) {
+          return v.is_number_integer() && s.version == v.get<int64_t>();
+        });
+        if (it == found.end()) {
+          std::vector<int> have;
+          for (const auto& s : found) have.push_back(static_cast<int>(s.version));
+          r.Error("version_policy.specific", "versions the model has (" + JoinInts(have) + ")",
+                  DescribeFound(v));
+        } else {
+          picked.push_back(*it);
+        }
+      }
+      return picked;
+    }
+    r.Error("version_policy", expected, DescribeFound(*policy));
+    return found;
+  }
+
+  // labels: {name: version}; canary: {version, weight}. Both name served versions.
+  void ReadRouting(ParamReader& r, ModelConfig& m, const std::vector<VersionSource>& versions) {
+    std::vector<int> served;
+    for (const auto& v : versions) served.push_back(static_cast<int>(v.version));
+    auto is_served = [&](int64_t v) {
+      return std::find(served.begin(), served.end(), v) != served.end();
+    };
+    const std::string served_text = "a served version (" + JoinInts(served) + ")";
+    if (auto labels = r.Map("labels")) {
+      ParamReader l(*labels, errors_);
+      for (const auto& [label, value] : labels->value().items()) {
+        const int64_t version = l.Int(label, 0, 1, int64_t{1} << 40);
+        if (!std::regex_match(label, std::regex("[A-Za-z0-9_.-]+"))) {
+          l.Error(label, "a label of letters, digits, '_', '-' or '.'", "\"" + label + "\"");
+        } else if (version >= 1 && !served.empty() && !is_served(version)) {
+          l.Error(label, served_text, std::to_string(version));
+        } else if (version >= 1) {
+          m.labels[label] = version;
+        }
+      }
+      l.Finish();
+    }
+    if (auto canary = r.Map("canary")) {
+      ParamReader c(*canary, errors_);
+      CanaryConfig cc;
+      if (!c.Has("version")) c.Error("version", "the canary's version", "nothing");
+      cc.version = c.Int("version", 0, 1, int64_t{1} << 40);
+      cc.weight = c.Double("weight", 0.1, 0.0, 1.0);
+      if (cc.version >= 1 && !served.empty() && !is_served(cc.version)) {
+        c.Error("version", served_text, std::to_string(cc.version));
+      } else if (cc.version >= 1) {
+        m.canary = cc;
+      }
+      c.Finish();
+    }
+  }
+
+  // The version's load-relevant description: the entry without its routing keys, plus what was
+  // resolved for this version, plus its file's size and modification time.
+  static std::string Fingerprint(const Params& entry, const ModelConfig& v) {
+    json j = entry.value();
+    for (const char* key : {"labels", "canary", "version_policy", "versions"}) j.erase(key);
+    j["=version"] = v.version;
+    j["=path"] = v.path.string();
+    j["=params"] = v.params.value();
+    j["=device"] = v.device_id;
+    j["=keep_alive"] = v.keep_alive ? v.keep_alive->count() : -1;
+    std::error_code ec;
+    if (!v.path.empty() && fs::is_regular_file(v.path, ec)) {
+      j["=size"] = static_cast<int64_t>(fs::file_size(v.path, ec));
+      j["=mtime"] = static_cast<int64_t>(fs::last_write_time(v.path, ec).time_since_epoch().count());
+    }
+    return j.dump();
   }
 
   // queue: {max_size, levels: {<level>: {max_size, timeout_ms}}}. Reads after timeout_ms.
@@ -357,7 +661,8 @@ class Parser {
     }
   }
 
-  void CheckModelRules(ParamReader& r, ModelConfig& m, const std::string& path_text) {
+  // The rules every version shares; each version's file and params are checked on their own.
+  void CheckModelRules(ParamReader& r, ModelConfig& m) {
     if (m.max_batch < m.batch_size) {
       r.Error("max_batch", "at least batch_size (" + std::to_string(m.batch_size) + ")",
               std::to_string(m.max_batch));
@@ -382,31 +687,28 @@ class Parser {
       r.Error("task", "one of " + Join(tasks, ", ") + " for backend " + m.backend,
               "\"" + m.task + "\"");
     }
-    if (catalog_.NeedsPath(m.backend)) {
-      CheckPath(r, m, path_text);
-    }
     if (auto count = catalog_.DeviceCount(m.backend); count && m.device_id >= *count) {
       r.Error("device_id",
               "a device id in 0.." + std::to_string(*count - 1) + " (backend " + m.backend +
                   " sees " + std::to_string(*count) + " device" + (*count == 1 ? "" : "s") + ")",
               std::to_string(m.device_id));
     }
-    catalog_.ValidateModel(m, errors_);
   }
 
-  void CheckPath(ParamReader& r, const ModelConfig& m, const std::string& path_text) {
+  void CheckPath(ParamReader& r, const std::string& field, const ModelConfig& m,
+                 const std::string& path_text) {
     if (path_text.empty()) {
-      r.Error("path", "the model file for backend " + m.backend, "nothing");
-      return;
+      if (field == "path") r.Error(field, "the model file for backend " + m.backend, "nothing");
+      return;  // a version folder without a file: already reported
     }
     std::error_code ec;
     const auto status = fs::status(m.path, ec);
     if (ec || !fs::exists(status)) {
-      r.Error("path", "an existing file", "\"" + m.path.string() + "\" (no such file)");
+      r.Error(field, "an existing file", "\"" + m.path.string() + "\" (no such file)");
     } else if (::access(m.path.c_str(), R_OK) != 0) {
-      r.Error("path", "a readable file", "\"" + m.path.string() + "\" (permission denied)");
-    } else if (!fs::is_regular_file(status) && !fs::is_directory(status)) {
-      r.Error("path", "a file or a version directory", "\"" + m.path.string() + "\"");
+      r.Error(field, "a readable file", "\"" + m.path.string() + "\" (permission denied)");
+    } else if (!fs::is_regular_file(status)) {
+      r.Error(field, "a model file", "\"" + m.path.string() + "\" (not a regular file)");
     }
   }
 
@@ -436,6 +738,12 @@ std::optional<std::optional<std::chrono::milliseconds>> ParseDuration(const std:
 Result<ServerConfig> ParseConfig(const std::string& yaml, const std::string& file,
                                  const BackendCatalog& catalog) {
   return Parser(file, catalog).Run(yaml);
+}
+
+Result<std::vector<ModelConfig>> ParseModelEntry(const nlohmann::json& entry,
+                                                 const ServerConfig& config,
+                                                 const BackendCatalog& catalog) {
+  return Parser(config.file, catalog).RunEntry(entry, config.global);
 }
 
 Result<ServerConfig> LoadConfigFile(const std::filesystem::path& file,

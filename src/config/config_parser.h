@@ -4,6 +4,9 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/result.h"
 #include "config/backend_catalog.h"
@@ -18,6 +21,13 @@ Result<ServerConfig> LoadConfigFile(const std::filesystem::path& file,
 // Same, for YAML text already in memory; `file` names it in errors and anchors relative paths.
 Result<ServerConfig> ParseConfig(const std::string& yaml, const std::string& file,
                                  const BackendCatalog& catalog);
+
+// One model entry given as JSON (the shape of an item under `models:`), e.g. by a repository
+// load request, read as if it were in `config`'s file: paths relative to its folder, its
+// globals as defaults. One ModelConfig per served version; errors name fields "config.<key>".
+Result<std::vector<ModelConfig>> ParseModelEntry(const nlohmann::json& entry,
+                                                 const ServerConfig& config,
+                                                 const BackendCatalog& catalog);
 
 // Durations in the YAML: an integer number of seconds, or "250ms", "30s", "5m", "1h"; -1 is
 // "forever" (nullopt).

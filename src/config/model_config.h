@@ -39,12 +39,30 @@ struct BreakerConfig {
   std::chrono::milliseconds cooldown{10'000};
 };
 
+// `canary: {version, weight}`: that share of a model's unversioned requests goes to `version`.
+struct CanaryConfig {
+  int64_t version = 0;
+  double weight = 0;  // 0..1
+};
+
+// One served version of one model. A model with several versions (a folder of numeric version
+// folders, or a `versions:` list) is one ModelConfig per version, sharing name and routing.
 struct ModelConfig {
   std::string name;
   std::filesystem::path path;  // empty for backends that need no file (identity)
+  // The folder of numeric version folders this version was found in; empty otherwise.
+  std::filesystem::path versions_dir;
   std::string backend;         // identity | llama | acl | opencv
   std::string task;            // backend-specific; the backend's default when absent
   int64_t version = 1;
+  // Routing, the same in every version of a name: labels (e.g. stable, canary) → versions, and
+  // the canary share. A request without version or label goes to the canary with its weight,
+  // else to the version labelled `stable`, else to the highest version.
+  std::map<std::string, int64_t> labels;
+  std::optional<CanaryConfig> canary;
+  // Everything that shapes this version's load (its fields, effective params, file path, size
+  // and modification time), routing excluded: a reload reloads a version whose fingerprint changed.
+  std::string fingerprint;
   int device_id = 0;
   int batch_size = 1;          // the batch the model was compiled for
   int max_batch = 1;           // the largest batch the server forms
@@ -101,6 +119,12 @@ struct GlobalConfig {
   std::chrono::milliseconds drain_timeout{10'000};      // graceful shutdown bound
   std::string log_level = "info";
   JobsConfig jobs;
+  // Folders whose files a repository load request (POST /v2/repository/models/{m}/load with a
+  // config) may name; empty = the config file's folder.
+  std::vector<std::filesystem::path> model_roots;
+  // How often the YAML file and the version folders it names are checked for changes, which
+  // then reload; nullopt = never (SIGHUP and POST /v2/repository/reload still reload).
+  std::optional<std::chrono::milliseconds> watch;
 };
 
 struct ServerConfig {

@@ -18,7 +18,7 @@ std::string_view JobStateName(JobState state) {
 struct JobStore::Record {
   std::string id;
   std::string model;
-  int64_t model_version = 0;
+  int64_t model_version = 0;                     // guarded by mu: the served one once known
   std::string request_id;
   Clock::time_point created = Clock::now();
   std::atomic<bool> cancelled{false};
@@ -51,6 +51,7 @@ Result<std::string> JobStore::Start(InferRequest& request, int64_t model_version
     std::lock_guard lock(record->mu);
     if (record->state != JobState::kPending) return;  // cancelled meanwhile
     record->state = result.ok() ? JobState::kSucceeded : JobState::kFailed;
+    if (result.ok() && result->model_version != 0) record->model_version = result->model_version;
     record->finished = Clock::now();
     record->result = std::move(result);
   };
@@ -76,10 +77,10 @@ Result<JobInfo> JobStore::Get(const std::string& id) {
   }
   JobInfo info{.id = record->id,
                .model = record->model,
-               .model_version = record->model_version,
                .request_id = record->request_id,
                .age = std::chrono::duration_cast<std::chrono::milliseconds>(now - record->created)};
   std::lock_guard lock(record->mu);
+  info.model_version = record->model_version;
   info.state = record->state;
   if (record->state != JobState::kPending) {
     info.run_time = std::chrono::duration_cast<std::chrono::milliseconds>(record->finished -

@@ -100,10 +100,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BrokenCase{"UnknownKeyWithSuggestion", "timeout_ms: 200", "timeout: 200",
                    "14:5: models[0].timeout: expected one of backend, batch_size, batch_tiers, "
-                   "breaker, cpu_affinity, device_id, dynamic_batch, keep_alive, load, max_batch, "
-                   "max_queue_delay_ms, name, nice, params, path, pinned, postprocess, preprocess, "
-                   "preserve_ordering, priority, queue, task, thread_num, timeout_ms, version, "
-                   "watchdog_margin_ms, found unknown key \"timeout\" (did you mean "
+                   "breaker, canary, cpu_affinity, device_id, dynamic_batch, keep_alive, labels, "
+                   "load, max_batch, max_queue_delay_ms, model_file, name, nice, params, path, "
+                   "pinned, postprocess, preprocess, "
+                   "preserve_ordering, priority, queue, task, thread_num, timeout_ms, version, version_policy, "
+                   "versions, watchdog_margin_ms, found unknown key \"timeout\" (did you mean "
                    "'timeout_ms'?)"},
         BrokenCase{"WrongType", "batch_size: 1", "batch_size: one",
                    "9:17: models[0].batch_size: expected an integer in 1..4096, found \"one\""},
@@ -190,7 +191,7 @@ TEST_F(ConfigParserTest, RejectsAPathThatIsNotAFile) {
   auto config = Parse(Seed("path: person_det.om", "path: pipe.om"));
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(std::string(config.status().message()),
-              HasSubstr(":7:11: models[0].path: expected a file or a version directory"));
+              HasSubstr(":7:11: models[0].path: expected a model file, found"));
 }
 
 TEST_F(ConfigParserTest, RejectsAnUnreadableFile) {
@@ -269,6 +270,132 @@ TEST_F(ConfigParserTest, DurationsAcceptUnitsAndForever) {
   EXPECT_EQ(*ParseDuration("-1"), std::nullopt);
   EXPECT_FALSE(ParseDuration("-5s").has_value());
   EXPECT_FALSE(ParseDuration("soon").has_value());
+}
+
+
+// ---- versions -------------------------------------------------------------------------------
+
+class VersionsTest : public ConfigParserTest {
+ protected:
+  // detector/1/det.om, detector/2/det.om, detector/3/det.om (and a folder that is no version).
+  VersionsTest() {
+    for (const char* v : {"1", "2", "3"}) {
+      std::filesystem::create_directories(dir_.path() / "detector" / v);
+      dir_.Write(std::string("detector/") + v + "/det.om", "om");
+    }
+    std::filesystem::create_directories(dir_.path() / "detector" / "notes");
+  }
+  static std::string Detector(const std::string& extra) {
+    return "models:\n  - name: det\n    path: detector\n" + extra;
+  }
+  static std::vector<int64_t> Versions(const ServerConfig& config) {
+    std::vector<int64_t> out;
+    for (const auto& m : config.models) out.push_back(m.version);
+    return out;
+  }
+};
+
+TEST_F(VersionsTest, AFolderOfVersionFoldersServesItsLatestByDefault) {
+  auto config = Parse(Detector(""));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(Versions(*config), std::vector<int64_t>{3});
+  EXPECT_EQ(config->models[0].backend, "acl");
+  EXPECT_EQ(config->models[0].path, dir_.path() / "detector" / "3" / "det.om");
+  EXPECT_EQ(config->models[0].versions_dir, dir_.path() / "detector");
+}
+
+TEST_F(VersionsTest, VersionPolicyPicksAllLatestOrSpecificVersions) {
+  EXPECT_EQ(Versions(*Parse(Detector("    version_policy: all\n"))),
+            (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(Versions(*Parse(Detector("    version_policy: {latest: 2}\n"))),
+            (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(Versions(*Parse(Detector("    version_policy: {specific: [1, 3]}\n"))),
+            (std::vector<int64_t>{1, 3}));
+  auto missing = Parse(Detector("    version_policy: {specific: [4]}\n"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("models[0].version_policy.specific: expected versions the model has "
+                        "(1, 2, 3), found 4"));
+}
+
+TEST_F(VersionsTest, LabelsAndCanaryMustNameServedVersions) {
+  auto config = Parse(Detector("    version_policy: all\n    labels: {stable: 2, canary: 3}\n"
+                               "    canary: {version: 3, weight: 0.25}\n"));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  for (const auto& m : config->models) {
+    EXPECT_EQ(m.labels, (std::map<std::string, int64_t>{{"stable", 2}, {"canary", 3}}));
+    ASSERT_TRUE(m.canary);
+    EXPECT_EQ(m.canary->version, 3);
+    EXPECT_DOUBLE_EQ(m.canary->weight, 0.25);
+  }
+  auto bad = Parse(Detector("    labels: {stable: 1}\n    canary: {version: 2, weight: 1.5}\n"));
+  ASSERT_FALSE(bad.ok());
+  const std::string message(bad.status().message());
+  EXPECT_THAT(message, HasSubstr("4:22: models[0].labels.stable: expected a served version (3), "
+                                 "found 1"));
+  EXPECT_THAT(message, HasSubstr("models[0].canary.weight: expected a number in 0.0..1.0, found 1.5"));
+}
+
+TEST_F(VersionsTest, AVersionListGivesEachVersionItsOwnFileAndParams) {
+  dir_.Write("old.om", "om");
+  auto config = Parse(R"(models:
+  - name: det
+    path: person_det.om
+    params: {x: 0, y: 2}
+    versions: [1, {version: 7, path: old.om, params: {x: 1}}]
+)");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->models[0].params.value(), nlohmann::json({{"x", 0}, {"y", 2}}));
+  EXPECT_EQ(config->models[1].params.value(), nlohmann::json({{"x", 1}, {"y", 2}}));
+  ASSERT_EQ(Versions(*config), (std::vector<int64_t>{1, 7}));
+  EXPECT_EQ(config->models[0].path, dir_.path() / "person_det.om");
+  EXPECT_EQ(config->models[1].path, dir_.path() / "old.om");
+  EXPECT_NE(config->models[0].fingerprint, config->models[1].fingerprint);
+
+  auto duplicate = Parse(R"(models:
+  - name: det
+    path: person_det.om
+    version: 2
+    versions: [1, 1]
+)");
+  ASSERT_FALSE(duplicate.ok());
+  EXPECT_THAT(std::string(duplicate.status().message()),
+              HasSubstr("models[0].version: expected either version or versions, not both"));
+  EXPECT_THAT(std::string(duplicate.status().message()),
+              HasSubstr("models[0].versions[1]: expected each version once, found 1 again"));
+}
+
+TEST_F(VersionsTest, AVersionFolderWithoutOneModelFileIsAnError) {
+  dir_.Write("detector/3/second.om", "om");
+  auto config = Parse(Detector(""));
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr("models[0].path: expected a version folder holding one model file"));
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("(det.om, second.om)"));
+  EXPECT_TRUE(Parse(Detector("    model_file: det.om\n")).ok());
+}
+
+TEST_F(VersionsTest, TheFingerprintChangesWithWhatShapesALoadButNotWithRouting) {
+  auto base = Parse(Detector("    version_policy: all\n"));
+  auto relabelled = Parse(Detector("    version_policy: all\n    labels: {stable: 1}\n"));
+  auto retuned = Parse(Detector("    version_policy: all\n    thread_num: 2\n"));
+  ASSERT_TRUE(base.ok() && relabelled.ok() && retuned.ok());
+  EXPECT_EQ(base->models[0].fingerprint, relabelled->models[0].fingerprint);
+  EXPECT_NE(base->models[0].fingerprint, retuned->models[0].fingerprint);
+}
+
+TEST_F(ConfigParserTest, AModelEntryAsJsonReadsLikeOneInTheFile) {
+  auto config = Parse(kSeed);
+  ASSERT_TRUE(config.ok());
+  auto entry = ParseModelEntry(nlohmann::json{{"name", "x"}, {"backend", "identity"}}, *config,
+                               backends_);
+  ASSERT_TRUE(entry.ok()) << entry.status().ToString();
+  EXPECT_EQ(entry->at(0).name, "x");
+  auto bad = ParseModelEntry(nlohmann::json{{"name", "x"}, {"backend", "identity"},
+                                            {"priority", "urgent"}},
+                             *config, backends_);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("config.priority: expected high"));
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <set>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -327,11 +329,267 @@ TEST_F(InferenceServiceTest, AtEqualPriorityTheLeastRecentlyUsedGoesAndPinnedNev
   auto refused = Infer(*pinned, Ints("third", {1}));
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
   EXPECT_THAT(std::string(refused.status().message()),
-              HasSubstr("not enough memory on device host: model 'third' needs 40 MiB, 20 MiB "
+              HasSubstr("not enough memory on device host: model 'third v1' needs 40 MiB, 20 MiB "
                         "of the 100 MiB budget are free, and nothing can be evicted; held by "));
-  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("low 40 MiB (pinned)"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("low v1 40 MiB (pinned)"));
   EXPECT_EQ(pinned->GetModel("low")->state, ModelState::kReady);
   EXPECT_EQ(pinned->GetModel("normal")->state, ModelState::kReady);
+}
+
+// ---- versions, labels, canary, reload, repository ----------------------------------------------
+
+constexpr const char* kVersioned = R"(models:
+  - name: m
+    backend: identity
+    params: {tensors: [{datatype: INT32, shape: [-1]}]}
+    versions: [1, {version: 2, params: {latency_ms: 0}}]
+    labels: {stable: 1, canary: 2}
+    canary: {version: 2, weight: 0.1}
+)";
+
+// Blocks until `done` of a change of the served set, and returns its outcome.
+Result<ReloadReport> Wait(std::function<void(InferenceService::ReloadDone)> start) {
+  std::promise<Result<ReloadReport>> promise;
+  start([&](const Result<ReloadReport>& r) { promise.set_value(r); });
+  return promise.get_future().get();
+}
+
+TEST_F(InferenceServiceTest, RoutesByVersionLabelAndCanaryWeight) {
+  auto service = Start(kVersioned);
+  auto by_version = Ints("m", {1});
+  by_version->model_version = 2;
+  EXPECT_EQ(Infer(*service, std::move(by_version))->model_version, 2);
+  auto by_label = Ints("m", {1});
+  by_label->model_label = "stable";
+  EXPECT_EQ(Infer(*service, std::move(by_label))->model_version, 1);
+  auto unknown = Ints("m", {1});
+  unknown->model_label = "beta";
+  EXPECT_EQ(Infer(*service, std::move(unknown)).status().ToString(),
+            "NotFound: model 'm' has no label 'beta' (its labels: canary, stable)");
+  auto missing = Ints("m", {1});
+  missing->model_version = 3;
+  EXPECT_EQ(Infer(*service, std::move(missing)).status().message(),
+            "model 'm' has no version 3 (it serves 1, 2)");
+
+  // Weight 0.1: 10 % ± 3 % of 10,000 unversioned requests go to the canary.
+  constexpr int kRequests = 10'000;
+  std::vector<std::future<Result<InferResponse>>> futures;
+  for (int i = 0; i < kRequests; ++i) futures.push_back(Submit(*service, Ints("m", {i})));
+  int canary = 0;
+  for (auto& f : futures) {
+    auto r = f.get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    canary += r->model_version == 2;
+  }
+  EXPECT_NEAR(canary, kRequests / 10, kRequests * 3 / 100) << canary << " went to the canary";
+
+  // With a request id the draw is sticky: the same id always lands on the same version.
+  for (const std::string id : {"alpha", "bravo", "charlie", "delta"}) {
+    std::set<int64_t> versions;
+    for (int i = 0; i < 20; ++i) {
+      auto r = Ints("m", {1});
+      r->id = id;
+      versions.insert(Infer(*service, std::move(r))->model_version);
+    }
+    EXPECT_EQ(versions.size(), 1u) << id;
+  }
+  auto info = service->GetModel("m");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->config.version, 1);  // stable
+  EXPECT_EQ(info->versions, (std::vector<int64_t>{1, 2}));
+}
+
+class ReloadTest : public InferenceServiceTest {
+ protected:
+  std::unique_ptr<InferenceService> StartFile(const std::string& yaml) {
+    const auto file = dir_.Write("models.yaml", yaml);
+    auto config = LoadConfigFile(file, backends_);
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    auto service = std::make_unique<InferenceService>(std::move(*config), backends_, guard_);
+    service->LoadStartupModels();
+    return service;
+  }
+  void Rewrite(const std::string& yaml) { dir_.Write("models.yaml", yaml); }
+  Result<ReloadReport> Reload(InferenceService& service) {
+    return Wait([&](auto done) { service.Reload(std::move(done)); });
+  }
+
+  testing::TempDir dir_;
+};
+
+constexpr const char* kOne = R"(models:
+  - name: a
+    backend: identity
+    params: {tensors: [{datatype: INT32, shape: [-1]}]}
+  - name: b
+    backend: identity
+    params: {tensors: [{datatype: INT32, shape: [-1]}]}
+)";
+
+TEST_F(ReloadTest, AddsRemovesAndReloadsChangedModels) {
+  auto service = StartFile(kOne);
+  Rewrite(R"(models:
+  - name: a
+    backend: identity
+    params: {tensors: [{datatype: INT32, shape: [-1]}], latency_ms: 1}
+  - name: c
+    backend: identity
+    params: {tensors: [{datatype: INT32, shape: [-1]}]}
+)");
+  auto report = Reload(*service);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->added, std::vector<std::string>{"c v1"});
+  EXPECT_EQ(report->reloaded, std::vector<std::string>{"a v1"});
+  EXPECT_EQ(report->retired, std::vector<std::string>{"b v1"});
+  EXPECT_TRUE(Infer(*service, Ints("c", {1})).ok());
+  EXPECT_TRUE(Infer(*service, Ints("a", {1})).ok());
+  EXPECT_EQ(Infer(*service, Ints("b", {1})).status().ToString(), "NotFound: unknown model 'b'");
+  EXPECT_EQ(service->GetModel("a")->config.params.value()["latency_ms"], 1);
+  // The same file again changes nothing.
+  report = Reload(*service);
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->unchanged, 2);
+  EXPECT_TRUE(report->added.empty() && report->reloaded.empty() && report->retired.empty());
+}
+
+TEST_F(ReloadTest, ABrokenFileIsRejectedWithEveryErrorAndTheOldSetServes) {
+  auto service = StartFile(kOne);
+  Rewrite(R"(models:
+  - name: a
+    backend: identity
+    thread_num: 0
+  - name: b
+    backend: identitty
+)");
+  auto report = Reload(*service);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kInvalidArgument);
+  const std::string message(report.status().message());
+  EXPECT_THAT(message, HasSubstr("2 configuration errors"));
+  EXPECT_THAT(message, HasSubstr("models.yaml:4:17: models[0].thread_num"));
+  EXPECT_THAT(message, HasSubstr("models.yaml:6:14: models[1].backend"));
+  EXPECT_TRUE(Infer(*service, Ints("a", {1})).ok());
+  EXPECT_TRUE(Infer(*service, Ints("b", {1})).ok());
+  EXPECT_TRUE(service->Ready());
+}
+
+TEST_F(ReloadTest, AVersionSwapUnderContinuousTrafficFailsNothing) {
+  const std::string v1 = R"(models:
+  - name: m
+    backend: identity
+    params: {tensors: [{datatype: INT32, shape: [-1]}], latency_ms: 2}
+    thread_num: 2
+    versions: [1]
+)";
+  auto service = StartFile(v1);
+  std::atomic<bool> stop{false};
+  std::atomic<int> failed{0}, served_v1{0}, served_v2{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&] {
+      while (!stop) {
+        auto r = Infer(*service, Ints("m", {1, 2}));
+        if (!r.ok()) {
+          ++failed;
+          ADD_FAILURE() << r.status().ToString();
+        } else {
+          ++(r->model_version == 1 ? served_v1 : served_v2);
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Rewrite(R"(models:
+  - name: m
+    backend: identity
+    params: {tensors: [{datatype: INT32, shape: [-1]}], latency_ms: 2}
+    thread_num: 2
+    versions: [2]
+)");
+  auto report = Reload(*service);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->added, std::vector<std::string>{"m v2"});
+  EXPECT_EQ(report->retired, std::vector<std::string>{"m v1"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  stop = true;
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(failed, 0);
+  EXPECT_GT(served_v1, 0);
+  EXPECT_GT(served_v2, 0);
+  EXPECT_EQ(Infer(*service, Ints("m", {1}))->model_version, 2);
+  // The retired version unloads once its requests are done.
+  for (int i = 0; i < 100 && service->ListModels().size() != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(service->ListModels().size(), 1u);
+}
+
+TEST_F(ReloadTest, AFailedNewVersionLeavesTheOldOneServing) {
+  auto service = StartFile(kOne);
+  Rewrite(R"(models:
+  - name: a
+    backend: identity
+    params: {tensors: [{datatype: INT32, shape: [-1]}], memory_mb: 100000}
+  - name: b
+    backend: identity
+    params: {tensors: [{datatype: INT32, shape: [-1]}]}
+global: {memory_pool: 512}
+)");
+  auto report = Reload(*service);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->kept.size(), 1u);
+  EXPECT_THAT(report->kept[0], HasSubstr("a (version 1 failed to load: not enough memory"));
+  EXPECT_EQ(report->restart, std::vector<std::string>{"global.memory_pool"});
+  EXPECT_TRUE(Infer(*service, Ints("a", {1})).ok());
+  EXPECT_TRUE(service->Ready());
+}
+
+TEST_F(ReloadTest, RepositoryUnloadKeepsAModelDownUntilItIsLoaded) {
+  auto service = StartFile(kOne);
+  auto unloaded = Wait([&](auto done) { service->UnloadModel("a", std::move(done)); });
+  ASSERT_TRUE(unloaded.ok()) << unloaded.status().ToString();
+  auto refused = Infer(*service, Ints("a", {1}));
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("unloaded through the repository"));
+  EXPECT_EQ(service->GetModel("a")->state, ModelState::kUnavailable);
+  EXPECT_TRUE(service->Ready());
+  auto loaded = Wait([&](auto done) { service->LoadModel("a", std::nullopt, std::move(done)); });
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_TRUE(Infer(*service, Ints("a", {1})).ok());
+  EXPECT_EQ(Wait([&](auto done) { service->LoadModel("zz", std::nullopt, std::move(done)); })
+                .status()
+                .code(),
+            StatusCode::kNotFound);
+}
+
+TEST_F(ReloadTest, RepositoryLoadAddsAModelAndKeepsItsFilesInsideTheRoots) {
+  auto service = StartFile(kOne);
+  auto added = Wait([&](auto done) {
+    service->LoadModel("extra",
+                       nlohmann::json::parse(R"({"backend": "identity",
+                           "params": {"tensors": [{"datatype": "INT32", "shape": [-1]}]}})"),
+                       std::move(done));
+  });
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  EXPECT_EQ(added->added, std::vector<std::string>{"extra v1"});
+  EXPECT_TRUE(Infer(*service, Ints("extra", {1})).ok());
+  // A reload of the file keeps what the API added.
+  ASSERT_TRUE(Reload(*service).ok());
+  EXPECT_TRUE(Infer(*service, Ints("extra", {1})).ok());
+
+  auto outside = Wait([&](auto done) {
+    service->LoadModel("llm", nlohmann::json{{"path", "/etc/passwd"}, {"backend", "llama"}},
+                       std::move(done));
+  });
+  ASSERT_FALSE(outside.ok());
+  EXPECT_THAT(std::string(outside.status().message()),
+              HasSubstr("parameters.config.path: expected a file inside the model roots"));
+  auto bad = Wait([&](auto done) {
+    service->LoadModel("x", nlohmann::json{{"backend", "identity"}, {"thread_num", "two"}},
+                       std::move(done));
+  });
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("config.thread_num: expected an integer"));
 }
 
 }  // namespace

@@ -27,15 +27,24 @@ json TensorSpecsToJson(const std::vector<TensorSpec>& specs) {
 }
 
 json ModelMetadata(const ModelInfo& info) {
+  json versions = json::array();
+  for (int64_t v : info.versions) versions.push_back(std::to_string(v));
   json out = {{"name", info.config.name},
-              {"versions", {std::to_string(info.config.version)}},
+              {"versions", versions},
               {"platform", info.signature.platform.empty() ? "mmserve_" + info.config.backend
                                                            : info.signature.platform},
               {"inputs", TensorSpecsToJson(info.signature.inputs)},
               {"outputs", TensorSpecsToJson(info.signature.outputs)},
               {"state", std::string(ModelStateName(info.state))}};
   if (!info.reason.empty() && info.state != ModelState::kReady) out["reason"] = info.reason;
+  if (!info.labels.empty()) out["labels"] = info.labels;
   return out;
+}
+
+json ReportToJson(const ReloadReport& r) {
+  return {{"added", r.added},     {"reloaded", r.reloaded},       {"retired", r.retired},
+          {"rerouted", r.rerouted}, {"kept", r.kept},             {"restart_needed", r.restart},
+          {"unchanged", r.unchanged}};
 }
 
 json Duration(int64_t count, int64_t ns) { return {{"count", count}, {"ns", ns}}; }
@@ -131,7 +140,8 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
     if (!is_get) return reply(ErrorResponse(InvalidArgument("use GET for " + target), v, ka));
     json body = {{"name", "mmserve"},
                  {"version", kVersion},
-                 {"extensions", {"binary_tensor_data", "statistics", "async_jobs"}}};
+                 {"extensions",
+                  {"binary_tensor_data", "statistics", "model_repository", "async_jobs"}}};
     return reply(JsonResponse(http::status::ok, body.dump(), v, ka));
   }
   if (target == "/v2/health/live") {
@@ -147,19 +157,25 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
     for (const auto& info : service_.ListModels()) stats.push_back(ModelStats(info));
     return reply(JsonResponse(http::status::ok, json{{"model_stats", stats}}.dump(), v, ka));
   }
+  if (target.starts_with("/v2/repository/")) {
+    return HandleRepository(std::move(request), target, reply, std::move(connection));
+  }
   static const std::regex kJobRoute(R"(/v2/jobs/([0-9a-f]+)/?)");
   std::smatch job;
   if (std::regex_match(target, job, kJobRoute)) {
     return HandleJob(request, job[1].str(), reply);
   }
-  // /v2/models/{name}[/versions/{version}][/ready|/infer|/stats]
+  // /v2/models/{name}[/versions/{version} | /labels/{label}][/ready|/infer|/stats]
   static const std::regex kModelRoute(
-      R"(/v2/models/([^/]+)(?:/versions/([^/]+))?(?:/(ready|infer|stats))?/?)");
+      R"(/v2/models/([^/]+)(?:/(versions|labels)/([^/]+))?(?:/(ready|infer|stats))?/?)");
   std::smatch m;
   if (std::regex_match(target, m, kModelRoute)) {
-    int64_t version = 0;
-    if (m[2].matched) {
-      const std::string text = m[2].str();
+    ModelRef ref{.name = m[1].str()};
+    if (m[2].matched && m[2].str() == "labels") {
+      ref.label = m[3].str();
+    } else if (m[2].matched) {
+      int64_t& version = ref.version;
+      const std::string text = m[3].str();
       auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), version);
       if (ec != std::errc() || end != text.data() + text.size() || version < 1) {
         return reply(ErrorResponse(
@@ -167,7 +183,7 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
             v, ka));
       }
     }
-    const std::string action = m[3].matched ? m[3].str() : "";
+    const std::string action = m[4].matched ? m[4].str() : "";
     const bool want_post = action == "infer";
     if ((want_post && !is_post) || (!want_post && !is_get)) {
       HttpResponse res = ErrorResponse(
@@ -177,20 +193,20 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
       return reply(std::move(res));
     }
     if (action == "infer") {
-      return HandleInfer(std::move(request), m[1].str(), version, reply, std::move(connection));
+      return HandleInfer(std::move(request), ref, reply, std::move(connection));
     }
-    return HandleModel(request, m[1].str(), version, action, reply);
+    return HandleModel(request, ref, action, reply);
   }
   reply(ErrorResponse(NotFound("no route for " + std::string(request.method_string()) + " " +
                                target),
                       v, ka));
 }
 
-void HttpRouter::HandleModel(const HttpRequest& request, const std::string& name,
-                             int64_t version, const std::string& action, HttpReply reply) {
+void HttpRouter::HandleModel(const HttpRequest& request, const ModelRef& ref,
+                             const std::string& action, HttpReply reply) {
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
-  auto info = service_.GetModel(name, version);
+  auto info = service_.GetModel(ref.name, ref.version, ref.label);
   if (!info.ok()) return reply(ErrorResponse(info.status(), v, ka));
   if (action == "ready") {
     const bool ready = info->state == ModelState::kReady && service_.accepting();
@@ -205,8 +221,9 @@ void HttpRouter::HandleModel(const HttpRequest& request, const std::string& name
   reply(JsonResponse(http::status::ok, ModelMetadata(*info).dump(), v, ka));
 }
 
-void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64_t version,
-                             HttpReply reply, HttpConnection connection) {
+void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply reply,
+                             HttpConnection connection) {
+  const std::string& name = ref.name;
   HttpPost post = connection.post;
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
@@ -225,7 +242,7 @@ void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64
   }
   Result<ParsedInferRequest> parsed = InvalidArgument("unparsed");
   if (header_length == 0u) {
-    auto info = service_.GetModel(name, version);
+    auto info = service_.GetModel(name, ref.version, ref.label);
     if (!info.ok()) return reply(ErrorResponse(info.status(), v, ka));
     if (info->state != ModelState::kReady) {
       return reply(ErrorResponse(Unavailable("model '" + name + "' is not ready"), v, ka));
@@ -238,11 +255,11 @@ void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64
 
   auto infer = std::make_unique<InferRequest>(std::move(parsed->request));
   infer->model_name = name;
-  infer->model_version = version;
+  infer->model_version = ref.version;
+  infer->model_label = ref.label;
   ResponseContext ctx = std::move(parsed->response);
   ctx.model_name = name;
-  // A per-request snapshot of the model would copy its whole config: ask for the version only.
-  ctx.model_version = service_.ServedVersion(name);
+  ctx.model_version = ref.version;  // the response carries the version that served it
   bool async = false;
   if (auto it = request.find("Prefer"); it != request.end()) {
     async = it->value().find("respond-async") != boost::beast::string_view::npos;
@@ -295,6 +312,86 @@ void HttpRouter::HandleInfer(HttpRequest request, const std::string& name, int64
     });
   };
   service_.Submit(std::move(infer));
+}
+
+void HttpRouter::HandleRepository(HttpRequest request, const std::string& target,
+                                  HttpReply reply, HttpConnection connection) {
+  const unsigned v = request.version();
+  const bool ka = request.keep_alive();
+  if (request.method() != http::verb::post) {
+    HttpResponse res = ErrorResponse(InvalidArgument("use POST for " + target), v, ka);
+    res.result(http::status::method_not_allowed);
+    return reply(std::move(res));
+  }
+  json body = json::object();
+  if (!request.body().empty()) {
+    body = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded() || !body.is_object()) {
+      return reply(ErrorResponse(InvalidArgument("request body: expected a JSON object"), v, ka));
+    }
+  }
+  // The change runs on the service's loader thread; its answer comes back to this strand.
+  auto answer = [post = connection.post, reply, v, ka](const Result<ReloadReport>& result) {
+    post([reply, v, ka, result] {
+      if (!result.ok()) return reply(ErrorResponse(result.status(), v, ka));
+      reply(JsonResponse(http::status::ok,
+                         ReportToJson(*result).dump(-1, ' ', false, json::error_handler_t::replace),
+                         v, ka));
+    });
+  };
+  if (target == "/v2/repository/index" || target == "/v2/repository/index/") {
+    bool ready_only = false;
+    if (body.contains("ready")) {
+      if (!body["ready"].is_boolean()) {
+        return reply(ErrorResponse(InvalidArgument("ready: expected true or false"), v, ka));
+      }
+      ready_only = body["ready"].get<bool>();
+    }
+    json index = json::array();
+    for (const auto& info : service_.ListModels()) {
+      if (ready_only && info.state != ModelState::kReady) continue;
+      json item = {{"name", info.config.name},
+                   {"version", std::to_string(info.config.version)},
+                   {"state", std::string(ModelStateName(info.state))}};
+      if (!info.reason.empty() && info.state != ModelState::kReady) item["reason"] = info.reason;
+      index.push_back(std::move(item));
+    }
+    return reply(JsonResponse(http::status::ok, index.dump(-1, ' ', false,
+                                                           json::error_handler_t::replace),
+                              v, ka));
+  }
+  if (target == "/v2/repository/reload" || target == "/v2/repository/reload/") {
+    return service_.Reload(std::move(answer));
+  }
+  static const std::regex kModelOp(R"(/v2/repository/models/([^/]+)/(load|unload)/?)");
+  std::smatch m;
+  if (!std::regex_match(target, m, kModelOp)) {
+    return reply(ErrorResponse(NotFound("no route for POST " + target), v, ka));
+  }
+  const std::string name = m[1].str();
+  if (m[2].str() == "unload") return service_.UnloadModel(name, std::move(answer));
+  // Triton's load: parameters.config is the model's configuration (here: a model entry as
+  // under `models:` in the YAML), as a JSON object or a string holding one.
+  std::optional<json> entry;
+  if (body.contains("parameters")) {
+    const json& params = body["parameters"];
+    if (!params.is_object()) {
+      return reply(ErrorResponse(InvalidArgument("parameters: expected an object"), v, ka));
+    }
+    if (params.contains("config")) {
+      entry = params["config"];
+      if (entry->is_string()) {
+        entry = json::parse(entry->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+        if (entry->is_discarded()) {
+          return reply(ErrorResponse(
+              InvalidArgument("parameters.config: expected a JSON model entry, found text that "
+                              "is not JSON"),
+              v, ka));
+        }
+      }
+    }
+  }
+  service_.LoadModel(name, std::move(entry), std::move(answer));
 }
 
 void HttpRouter::StartJob(std::unique_ptr<InferRequest> infer, int64_t model_version,

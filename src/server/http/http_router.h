@@ -52,10 +52,20 @@ class HttpRouter {
                                    unsigned version, bool keep_alive);
 
  private:
-  void HandleModel(const HttpRequest& request, const std::string& name, int64_t version,
-                   const std::string& action, HttpReply reply);
-  void HandleInfer(HttpRequest request, const std::string& name, int64_t version,
-                   HttpReply reply, HttpConnection connection);
+  // A model as a URL names it: by version, by label, or neither (the service routes).
+  struct ModelRef {
+    std::string name;
+    int64_t version = 0;
+    std::string label;
+  };
+  void HandleModel(const HttpRequest& request, const ModelRef& ref, const std::string& action,
+                   HttpReply reply);
+  void HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply reply,
+                   HttpConnection connection);
+  // The repository extension: POST /v2/repository/index, /v2/repository/models/{m}/load and
+  // /unload, and mmserve's /v2/repository/reload (re-read the YAML file).
+  void HandleRepository(HttpRequest request, const std::string& target, HttpReply reply,
+                        HttpConnection connection);
   // With the request parameter "async": true (or "Prefer: respond-async"): 202 with the job's
   // id and URL at once; GET /v2/jobs/{id} gives its status, then its result.
   void StartJob(std::unique_ptr<InferRequest> infer, int64_t model_version, unsigned version,

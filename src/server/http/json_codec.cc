@@ -360,7 +360,9 @@ json TensorDataToJson(const Tensor& t) {
 
 EncodedResponse EncodeInferResponse(const InferResponse& response, const ResponseContext& ctx) {
   json doc = {{"model_name", ctx.model_name},
-              {"model_version", std::to_string(ctx.model_version)},
+              {"model_version", std::to_string(response.model_version != 0
+                                                   ? response.model_version
+                                                   : ctx.model_version)},
               {"outputs", json::array()}};
   if (!ctx.id.empty()) doc["id"] = ctx.id;
   if (!response.parameters.empty()) {

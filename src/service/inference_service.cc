@@ -112,7 +112,10 @@ InferenceService::InferenceService(ServerConfig config, const BackendRegistry& b
     devices_.insert(m.device_id);
     versions[m.name][m.version] = std::move(entry);
   }
-  for (auto& [name, v] : versions) models_[name] = MakeModel(std::move(v), /*from_api=*/false);
+  for (auto& [name, v] : versions) {
+    const ModelConfig& routing = v.begin()->second->config;
+    models_[name] = MakeModel(std::move(v), routing, /*from_api=*/false);
+  }
   loader_ = std::jthread([this](std::stop_token stop) { LoaderLoop(stop); });
   reaper_ = std::jthread([this](std::stop_token stop) { ReaperLoop(stop); });
 }
@@ -132,10 +135,9 @@ std::shared_ptr<InferenceService::Entry> InferenceService::MakeEntry(const Model
 }
 
 std::shared_ptr<const InferenceService::Model> InferenceService::MakeModel(
-    std::map<int64_t, std::shared_ptr<Entry>> versions, bool from_api) {
+    std::map<int64_t, std::shared_ptr<Entry>> versions, const ModelConfig& routing,
+    bool from_api) {
   auto model = std::make_shared<Model>();
-  // Routing is the same in every version's config; the highest version's is the newest text.
-  const ModelConfig& routing = versions.rbegin()->second->config;
   model->labels = routing.labels;
   model->canary = routing.canary;
   auto stable = model->labels.find("stable");
@@ -986,7 +988,8 @@ Result<ReloadReport> InferenceService::ApplyConfig(ServerConfig next) {
       }
       continue;
     }
-    auto model = MakeModel(std::move(versions), /*from_api=*/false);
+    // Routing comes from the new file: an unchanged version's Entry keeps its old config.
+    auto model = MakeModel(std::move(versions), wanted[name].front(), /*from_api=*/false);
     if (before) {
       for (const auto& [v, entry] : before->versions) {
         auto it = model->versions.find(v);
@@ -1104,7 +1107,7 @@ Result<ReloadReport> InferenceService::DoLoadModel(const std::string& name,
   if (before) {
     for (const auto& [v, e] : before->versions) report.retired.push_back(VersionName(e->config));
   }
-  Publish(name, MakeModel(std::move(versions), /*from_api=*/true));
+  Publish(name, MakeModel(std::move(versions), configs->front(), /*from_api=*/true));
   {
     std::unique_lock lock(models_mu_);
     std::erase_if(config_.models, [&](const ModelConfig& m) { return m.name == name; });

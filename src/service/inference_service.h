@@ -136,8 +136,9 @@ class InferenceService {
   using Models = std::map<std::string, std::shared_ptr<const Model>>;
 
   std::shared_ptr<Entry> MakeEntry(const ModelConfig& config) const;
+  // A model of `versions` with the labels and canary of `routing` (any of its new configs).
   static std::shared_ptr<const Model> MakeModel(std::map<int64_t, std::shared_ptr<Entry>> versions,
-                                                bool from_api);
+                                                const ModelConfig& routing, bool from_api);
   // Every entry: published versions and retiring ones. REQUIRES: models_mu_ held (shared).
   std::vector<std::shared_ptr<Entry>> AllEntriesLocked() const;
   std::vector<std::shared_ptr<Entry>> AllEntries() const;

@@ -373,13 +373,15 @@ TEST_F(InferenceServiceTest, RoutesByVersionLabelAndCanaryWeight) {
 
   // Weight 0.1: 10 % ± 3 % of 10,000 unversioned requests go to the canary.
   constexpr int kRequests = 10'000;
-  std::vector<std::future<Result<InferResponse>>> futures;
-  for (int i = 0; i < kRequests; ++i) futures.push_back(Submit(*service, Ints("m", {i})));
   int canary = 0;
-  for (auto& f : futures) {
-    auto r = f.get();
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    canary += r->model_version == 2;
+  for (int sent = 0; sent < kRequests; sent += 500) {  // in waves within the queue bound
+    std::vector<std::future<Result<InferResponse>>> futures;
+    for (int i = 0; i < 500; ++i) futures.push_back(Submit(*service, Ints("m", {sent + i})));
+    for (auto& f : futures) {
+      auto r = f.get();
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      canary += r->model_version == 2;
+    }
   }
   EXPECT_NEAR(canary, kRequests / 10, kRequests * 3 / 100) << canary << " went to the canary";
 
@@ -450,6 +452,21 @@ TEST_F(ReloadTest, AddsRemovesAndReloadsChangedModels) {
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->unchanged, 2);
   EXPECT_TRUE(report->added.empty() && report->reloaded.empty() && report->retired.empty());
+}
+
+TEST_F(ReloadTest, ChangingOnlyLabelsAndCanaryReroutesWithoutReloading) {
+  auto service = StartFile(kVersioned);
+  std::string yaml = kVersioned;
+  yaml.replace(yaml.find("stable: 1"), 9, "stable: 2");
+  yaml.replace(yaml.find("weight: 0.1"), 11, "weight: 0.0");
+  Rewrite(yaml);
+  auto report = Reload(*service);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->rerouted, std::vector<std::string>{"m"});
+  EXPECT_EQ(report->unchanged, 2);
+  EXPECT_TRUE(report->reloaded.empty());
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(Infer(*service, Ints("m", {i}))->model_version, 2);
+  EXPECT_EQ(service->GetModel("m")->labels.at("stable"), 2);
 }
 
 TEST_F(ReloadTest, ABrokenFileIsRejectedWithEveryErrorAndTheOldSetServes) {

@@ -296,7 +296,7 @@ std::string InferenceService::WatchStamp() const {
 
 void InferenceService::ReaperLoop(std::stop_token stop) {
   using namespace std::chrono_literals;
-  std::string watched = WatchStamp();
+  std::optional<std::string> watched;  // taken when a watch is first configured
   auto next_watch = Clock::now();
   bool reloading = false;  // a reload this thread asked for is not done yet
   while (true) {
@@ -361,9 +361,14 @@ void InferenceService::ReaperLoop(std::stop_token stop) {
       reloading = false;
       watched = WatchStamp();
     }
-    if (watch && now >= next_watch && !reloading) {
+    if (!watch) {
+      watched.reset();
+    } else if (!watched) {
+      watched = WatchStamp();
       next_watch = now + *watch;
-      if (std::string stamp = WatchStamp(); stamp != watched) {
+    } else if (now >= next_watch && !reloading) {
+      next_watch = now + *watch;
+      if (std::string stamp = WatchStamp(); stamp != *watched) {
         watched = std::move(stamp);
         spdlog::info("config: the YAML file or its model files changed; reloading");
         reloading = true;
@@ -958,7 +963,12 @@ Result<ReloadReport> InferenceService::ApplyConfig(ServerConfig next) {
     if (!wanted.count(m.name)) order.push_back(m.name);
     wanted[m.name].push_back(std::move(m));
   }
-  std::vector<ModelConfig> served;
+  std::vector<ModelConfig> served;  // the configs of what is served after this
+  auto keep_current = [&](const std::string& name) {
+    for (const auto& m : current.models) {
+      if (m.name == name) served.push_back(m);
+    }
+  };
   for (const auto& name : order) {
     const auto old = models.find(name);
     const Model* before = old == models.end() ? nullptr : old->second.get();
@@ -983,9 +993,7 @@ Result<ReloadReport> InferenceService::ApplyConfig(ServerConfig next) {
       // Availability first: what served keeps serving; the new versions go.
       report.kept.push_back(name + " (" + std::string(s.message()) + ")");
       for (const auto& [v, entry] : fresh) Unload(*entry);
-      for (const auto& m : current.models) {
-        if (m.name == name) served.push_back(m);
-      }
+      keep_current(name);
       continue;
     }
     // Routing comes from the new file: an unchanged version's Entry keeps its old config.
@@ -1010,9 +1018,7 @@ Result<ReloadReport> InferenceService::ApplyConfig(ServerConfig next) {
   for (const auto& [name, model] : models) {
     if (wanted.count(name)) continue;
     if (model->from_api) {
-      for (const auto& m : current.models) {
-        if (m.name == name) served.push_back(m);
-      }
+      keep_current(name);
       continue;
     }
     for (const auto& [v, entry] : model->versions) report.retired.push_back(VersionName(entry->config));

@@ -102,6 +102,15 @@ json ModelStats(const ModelInfo& info) {
   return out;
 }
 
+// 405 with {"error": "use <allowed> for <what>"}.
+HttpResponse MethodNotAllowed(const std::string& allowed, const std::string& what,
+                              unsigned version, bool keep_alive) {
+  HttpResponse res = HttpRouter::ErrorResponse(
+      InvalidArgument("use " + allowed + " for " + what), version, keep_alive);
+  res.result(http::status::method_not_allowed);
+  return res;
+}
+
 HttpResponse EmptyResponse(http::status code, unsigned version, bool keep_alive) {
   HttpResponse res(code, version);
   res.keep_alive(keep_alive);
@@ -186,11 +195,7 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
     const std::string action = m[4].matched ? m[4].str() : "";
     const bool want_post = action == "infer";
     if ((want_post && !is_post) || (!want_post && !is_get)) {
-      HttpResponse res = ErrorResponse(
-          InvalidArgument(std::string("use ") + (want_post ? "POST" : "GET") + " for " + target),
-          v, ka);
-      res.result(http::status::method_not_allowed);
-      return reply(std::move(res));
+      return reply(MethodNotAllowed(want_post ? "POST" : "GET", target, v, ka));
     }
     if (action == "infer") {
       return HandleInfer(std::move(request), ref, reply, std::move(connection));
@@ -319,9 +324,7 @@ void HttpRouter::HandleRepository(HttpRequest request, const std::string& target
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
   if (request.method() != http::verb::post) {
-    HttpResponse res = ErrorResponse(InvalidArgument("use POST for " + target), v, ka);
-    res.result(http::status::method_not_allowed);
-    return reply(std::move(res));
+    return reply(MethodNotAllowed("POST", target, v, ka));
   }
   json body = json::object();
   if (!request.body().empty()) {
@@ -421,9 +424,7 @@ void HttpRouter::HandleJob(const HttpRequest& request, const std::string& id,
     return reply(JsonResponse(http::status::ok, body.dump(), v, ka));
   }
   if (request.method() != http::verb::get) {
-    HttpResponse res = ErrorResponse(InvalidArgument("use GET or DELETE for a job"), v, ka);
-    res.result(http::status::method_not_allowed);
-    return reply(std::move(res));
+    return reply(MethodNotAllowed("GET or DELETE", "a job", v, ka));
   }
   auto job = service_.jobs().Get(id);
   if (!job.ok()) return reply(ErrorResponse(job.status(), v, ka));

@@ -20,11 +20,15 @@ APT_PACKAGES=(
   build-essential cmake ninja-build ccache git curl pkg-config
   libboost-dev libboost-system-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-numpy
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
 )
+# Only the tests need these: the Python gRPC client and promtool (checks /metrics).
+TEST_PACKAGES=(python3-grpcio python3-protobuf prometheus)
 
 install_packages() {
-  local missing=()
-  for p in "${APT_PACKAGES[@]}"; do
+  local missing=() wanted=("${APT_PACKAGES[@]}")
+  [[ "${1:-}" == "--with-reference-tools" ]] && wanted+=("${TEST_PACKAGES[@]}")
+  for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if ((${#missing[@]} == 0)); then
@@ -99,7 +103,7 @@ build_reference_tools() {
   cmake --build "$DEPS/llama-tools-build" -j "$JOBS" --target llama-embedding llama-simple llama-server >/dev/null
 }
 
-install_packages
+install_packages "${1:-}"
 fetch_llama
 generate_models
 build_mmserve

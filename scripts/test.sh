@@ -14,6 +14,12 @@ cd "$ROOT"
 step() { printf '\n==> %s\n' "$*"; }
 
 bash scripts/setup.sh --with-reference-tools
+# The official OpenAI client the API tests drive mmserve with (pinned; npm checks its integrity).
+OPENAI_NPM_VERSION="5.23.2"
+if [[ "$(node -p "require('./.deps/node/node_modules/openai/package.json').version" 2>/dev/null)" != "$OPENAI_NPM_VERSION" ]]; then
+  step "openai npm client: installing openai@$OPENAI_NPM_VERSION into .deps/node"
+  npm install --silent --no-audit --no-fund --prefix "$ROOT/.deps/node" "openai@$OPENAI_NPM_VERSION" >/dev/null
+fi
 step "architecture: layer order and runtime ownership"
 bash scripts/check_layers.sh
 

@@ -85,6 +85,11 @@ int Serve(const ServeOptions& options) {
   }
   if (options.host) config->global.host = *options.host;
   if (options.port) config->global.port = *options.port;
+  // Keys from the environment keep secrets out of the YAML file.
+  if (const char* key = std::getenv("MMSERVE_API_KEY"); key && *key) config->global.api_key = key;
+  if (const char* key = std::getenv("MMSERVE_ADMIN_KEY"); key && *key) {
+    config->global.admin_key = key;
+  }
   const GlobalConfig global = config->global;
 
   // Preflight: refuse to start when the start-up models cannot fit, before anything loads.
@@ -121,7 +126,12 @@ int Serve(const ServeOptions& options) {
       {.host = global.host,
        .port = global.port,
        .threads = global.thread_num,
-       .max_body_bytes = static_cast<size_t>(global.max_request_mb) << 20},
+       .max_body_bytes = static_cast<size_t>(global.max_request_mb) << 20,
+       .api_key = global.api_key,
+       .admin_key = global.admin_key,
+       .max_connections = global.max_connections,
+       .max_in_flight = global.max_in_flight,
+       .cors_origins = global.cors_origins},
       service);
   if (!frontend.ok()) {
     spdlog::error("{}", frontend.status().ToString());

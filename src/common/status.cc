@@ -15,6 +15,8 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kCancelled: return "Cancelled";
     case StatusCode::kUnimplemented: return "Unimplemented";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kUnauthenticated: return "Unauthenticated";
+    case StatusCode::kPermissionDenied: return "PermissionDenied";
   }
   return "Unknown";
 }
@@ -43,5 +45,7 @@ Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, 
 Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+Status Unauthenticated(std::string m) { return {StatusCode::kUnauthenticated, std::move(m)}; }
+Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
 
 }  // namespace mmserve

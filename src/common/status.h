@@ -25,6 +25,8 @@ enum class StatusCode : uint8_t {
   kCancelled,
   kUnimplemented,
   kInternal,            // a bug or an engine failure
+  kUnauthenticated,     // no credentials, or unreadable ones
+  kPermissionDenied,    // credentials that do not allow this
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -62,6 +64,8 @@ Status DeadlineExceeded(std::string message);
 Status Cancelled(std::string message);
 Status Unimplemented(std::string message);
 Status Internal(std::string message);
+Status Unauthenticated(std::string message);
+Status PermissionDenied(std::string message);
 
 #define MMS_RETURN_IF_ERROR(expr)                      \
   do {                                                 \

@@ -11,5 +11,7 @@ size_t EditDistance(std::string_view a, std::string_view b);
 // The candidate closest to `word` if it is close enough to be a likely typo, else "".
 std::string ClosestMatch(std::string_view word, const std::vector<std::string>& candidates);
 std::string Join(const std::vector<std::string>& parts, std::string_view separator);
+// Standard base64 (RFC 4648 §4, with padding).
+std::string Base64Encode(std::string_view bytes);
 
 }  // namespace mmserve

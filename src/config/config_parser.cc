@@ -271,6 +271,26 @@ class Parser {
     }
     g.watch = ReadDuration(r, "watch", std::nullopt);
     if (g.watch && g.watch->count() == 0) g.watch.reset();
+    if (r.Has("grpc_port")) g.grpc_port = static_cast<int>(r.Int("grpc_port", 0, 0, 65535));
+    g.api_key = r.String("api_key", g.api_key);
+    g.admin_key = r.String("admin_key", g.admin_key);
+    g.max_connections = static_cast<int>(r.Int("max_connections", g.max_connections, 1, 1 << 20));
+    g.max_in_flight = r.Int("max_in_flight", g.max_in_flight, 0, int64_t{1} << 30);
+    if (const json* origins = r.Raw("cors_origins")) {
+      if (!origins->is_array()) {
+        r.Error("cors_origins", "a list of origins such as \"https://app.example.com\" or \"*\"",
+                DescribeFound(*origins));
+      } else {
+        for (size_t i = 0; i < origins->size(); ++i) {
+          const json& o = (*origins)[i];
+          if (!o.is_string() || o.get<std::string>().empty()) {
+            r.Error("cors_origins[" + std::to_string(i) + "]", "an origin", DescribeFound(o));
+          } else {
+            g.cors_origins.push_back(o.get<std::string>());
+          }
+        }
+      }
+    }
     r.Finish();
     return g;
   }

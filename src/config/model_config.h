@@ -125,6 +125,15 @@ struct GlobalConfig {
   // How often the YAML file and the version folders it names are checked for changes, which
   // then reload; nullopt = never (SIGHUP and POST /v2/repository/reload still reload).
   std::optional<std::chrono::milliseconds> watch;
+  // The KServe v2 gRPC port on `host`; nullopt = no gRPC (0 = an ephemeral port).
+  std::optional<int> grpc_port;
+  // Bearer keys: `api_key` for inference and reads, `admin_key` for load/unload/reload (the
+  // api_key when unset). Empty = no check. MMSERVE_API_KEY / MMSERVE_ADMIN_KEY override them.
+  std::string api_key;
+  std::string admin_key;
+  int max_connections = 1024;  // beyond: 503 with Retry-After
+  int64_t max_in_flight = 0;   // requests being handled at once; beyond: 503; 0 = no limit
+  std::vector<std::string> cors_origins;  // allowed browser origins ("*": any); empty = no CORS
 };
 
 struct ServerConfig {

@@ -80,6 +80,8 @@ struct InferenceService::Entry {
   std::vector<std::unique_ptr<InferRequest>> waiting;            // guarded by mu
   int64_t in_flight = 0;                                         // guarded by mu
   int64_t loads = 0;                                             // guarded by mu
+  int64_t evictions = 0;                                         // guarded by mu
+  std::chrono::nanoseconds last_load_time{0};                    // guarded by mu
   Clock::time_point last_used = Clock::now();                    // guarded by mu
   // After a failed on-demand load, requests are answered with its error until then.
   Clock::time_point retry_load_at;                               // guarded by mu
@@ -448,6 +450,7 @@ void InferenceService::Load(Entry& entry) {
     std::lock_guard lock(entry.mu);
     entry.estimate = *estimate;
     entry.measured_bytes = measured;
+    entry.last_load_time = Clock::now() - start;
     entry.loaded = std::move(loaded);
     entry.state = ModelState::kReady;
     entry.loads_on_demand = false;
@@ -531,6 +534,7 @@ void InferenceService::Unload(Entry& entry, std::optional<Clock::time_point> if_
     if (evict) {
       if (entry.in_flight > 0) return;  // a request arrived meanwhile: the caller looks again
       entry.loads_on_demand = true;
+      ++entry.evictions;
     }
     entry.state = ModelState::kUnloading;
     loaded = std::move(entry.loaded);
@@ -576,6 +580,8 @@ ModelInfo InferenceService::Snapshot(const Entry& entry, const Model* model) {
                  .estimate = entry.estimate,
                  .measured_bytes = entry.measured_bytes,
                  .loads = entry.loads,
+                 .evictions = entry.evictions,
+                 .last_load_time = entry.last_load_time,
                  .in_flight = entry.in_flight};
   if (model) {
     for (const auto& [v, e] : model->versions) info.versions.push_back(v);
@@ -952,6 +958,12 @@ Result<ReloadReport> InferenceService::ApplyConfig(ServerConfig next) {
   restart(was.drain_timeout != now.drain_timeout, "drain_timeout");
   restart(was.log_level != now.log_level, "log_level");
   restart(was.jobs.max != now.jobs.max || was.jobs.ttl != now.jobs.ttl, "jobs");
+  restart(was.grpc_port != now.grpc_port, "grpc_port");
+  restart(was.api_key != now.api_key, "api_key");
+  restart(was.admin_key != now.admin_key, "admin_key");
+  restart(was.max_connections != now.max_connections, "max_connections");
+  restart(was.max_in_flight != now.max_in_flight, "max_in_flight");
+  restart(was.cors_origins != now.cors_origins, "cors_origins");
   for (const auto& m : next.models) {
     if (Status s = CheckPlacement(m); !s.ok()) return s;
   }

@@ -68,6 +68,8 @@ struct ModelInfo {
   std::map<std::string, int64_t> counters;  // the session's engine counters
   std::optional<SchedulerStats> stats;      // while loaded
   int64_t loads = 0;                        // loads started so far
+  int64_t evictions = 0;                    // unloads to make room for another model
+  std::chrono::nanoseconds last_load_time{0};  // how long the last successful load took
   int64_t in_flight = 0;                    // requests submitted and not yet answered
   std::vector<int64_t> versions;            // every version the model serves, ascending
   std::map<std::string, int64_t> labels;    // the model's labels

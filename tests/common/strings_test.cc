@@ -13,5 +13,17 @@ TEST(StringsTest, ClosestMatchFindsLikelyTypos) {
   EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
 }
 
+// RFC 4648 §10 test vectors.
+TEST(StringsTest, Base64EncodeMatchesTheRfcVectors) {
+  EXPECT_EQ(Base64Encode(""), "");
+  EXPECT_EQ(Base64Encode("f"), "Zg==");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  EXPECT_EQ(Base64Encode("foo"), "Zm9v");
+  EXPECT_EQ(Base64Encode("foob"), "Zm9vYg==");
+  EXPECT_EQ(Base64Encode("fooba"), "Zm9vYmE=");
+  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(Base64Encode(std::string("\xff\x00\x80", 3)), "/wCA");
+}
+
 }  // namespace
 }  // namespace mmserve

@@ -75,6 +75,16 @@ HttpResult HttpClient::Post(const std::string& target, const std::string& body,
   return impl_->Send(std::move(req));
 }
 
+HttpResult HttpClient::Request(const std::string& method, const std::string& target,
+                               const std::string& body,
+                               const std::map<std::string, std::string>& headers) {
+  http::request<http::string_body> req(http::string_to_verb(method), target, 11);
+  for (const auto& [k, v] : headers) req.set(k, v);
+  if (!body.empty()) req.body() = body;
+  req.prepare_payload();
+  return impl_->Send(std::move(req));
+}
+
 HttpResult HttpClient::Raw(const std::string& bytes) {
   if (!impl_->connected) impl_->Connect();
   net::write(impl_->stream.socket(), net::buffer(bytes));

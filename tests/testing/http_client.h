@@ -24,6 +24,10 @@ class HttpClient {
   HttpResult Delete(const std::string& target);
   HttpResult Post(const std::string& target, const std::string& body,
                   const std::map<std::string, std::string>& headers = {});
+  // Any method, with headers (e.g. Authorization, Origin).
+  HttpResult Request(const std::string& method, const std::string& target,
+                     const std::string& body = {},
+                     const std::map<std::string, std::string>& headers = {});
   // Sends raw bytes and reads one response (for malformed-request tests).
   HttpResult Raw(const std::string& bytes);
 

@@ -90,7 +90,10 @@ class LlamaSession final : public Session {
   std::map<std::string, int64_t> counters() const override {
     return {{"decodes", static_cast<int64_t>(stats_.decodes.load())},
             {"sequences", static_cast<int64_t>(stats_.sequences.load())},
-            {"tokens", static_cast<int64_t>(stats_.tokens.load())}};
+            {"tokens", static_cast<int64_t>(stats_.tokens.load())},
+            {"generated_tokens", static_cast<int64_t>(stats_.generated_tokens.load())},
+            {"first_tokens", static_cast<int64_t>(stats_.first_tokens.load())},
+            {"first_token_ns", static_cast<int64_t>(stats_.first_token_ns.load())}};
   }
 
  private:
@@ -203,10 +206,13 @@ Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
     }
     signature.inputs = {{"PROMPT", DataType::kBytes, {1}, /*optional=*/true},
                         {"ROLES", DataType::kBytes, {-1}, /*optional=*/true},
-                        {"CONTENTS", DataType::kBytes, {-1}, /*optional=*/true}};
+                        {"CONTENTS", DataType::kBytes, {-1}, /*optional=*/true},
+                        {"STOP", DataType::kBytes, {-1}, /*optional=*/true}};
     signature.outputs = {{"TEXT", DataType::kBytes, {1}}};
   } else if (task == EncoderTask::kEmbed) {
-    signature.inputs = {{"TEXT", DataType::kBytes, {-1}}};
+    // TEXT (strings), or TOKENS: each element one text's token ids as little-endian int32.
+    signature.inputs = {{"TEXT", DataType::kBytes, {-1}, /*optional=*/true},
+                        {"TOKENS", DataType::kBytes, {-1}, /*optional=*/true}};
     signature.outputs = {{"EMBEDDING", DataType::kFp32, {-1, n_embd}},
                          {"TRUNCATED", DataType::kBool, {-1}}};
   } else {

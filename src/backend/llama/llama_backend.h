@@ -1,7 +1,11 @@
 // The llama backend: GGUF models through llama.h, for three tasks —
-//   embed     TEXT (BYTES [-1]) → EMBEDDING (FP32 [-1, n_embd]), TRUNCATED (BOOL [-1])
-//   rerank    QUERY (BYTES [1]), DOCUMENTS (BYTES [-1]) → SCORES (FP32 [-1])
+//   embed     TEXT (BYTES [-1]) or TOKENS (BYTES [-1], each element one text's int32 LE token
+//             ids) → EMBEDDING (FP32 [-1, n_embd]), TRUNCATED (BOOL [-1]); request
+//             parameter normalize overrides params.normalize
+//   rerank    QUERY (BYTES [1]), DOCUMENTS (BYTES [-1]) → SCORES (FP32 [-1]); request
+//             parameter sigmoid overrides params.sigmoid
 //   generate  PROMPT (BYTES [1]) → TEXT (BYTES [1]), continuous batching (llama_generator.h)
+//   both take the request parameter truncate; every response has the parameter prompt_tokens (tokens the request fed to the model)
 // Texts from every request of a batch are packed into as few llama_decode calls as the token
 // budget (n_batch) and the sequence limit (n_parallel) allow, one sequence per text, as TEI does.
 //

@@ -110,12 +110,36 @@ Status LlamaEncoder::Prepare(size_t item, const InferRequest& request, std::vect
   const bool truncate = BoolParam(request.parameters, "truncate", options_.truncate);
   if (task_ == EncoderTask::kEmbed) {
     const Tensor* text = request.input("TEXT");
-    if (!text) return InvalidArgument("missing input 'TEXT'");
-    const auto texts = text->BytesElements();
-    for (size_t i = 0; i < texts.size(); ++i) {
-      Sequence s{item, i, Tokenize(texts[i], /*add_special=*/true)};
+    const Tensor* ids = request.input("TOKENS");
+    if (!text == !ids) return InvalidArgument("give either input 'TEXT' or input 'TOKENS'");
+    const std::string name = text ? "TEXT" : "TOKENS";
+    const auto elements = (text ? text : ids)->BytesElements();
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab_);
+    const bool normalize = BoolParam(request.parameters, "normalize", options_.normalize);
+    for (size_t i = 0; i < elements.size(); ++i) {
+      const std::string what = name + "[" + std::to_string(i) + "]";
+      Sequence s{item, i, {}};
+      s.normalize = normalize;
+      if (text) {
+        s.tokens = Tokenize(elements[i], /*add_special=*/true);
+      } else {
+        // Each element holds one text's token ids, little-endian int32, used as given.
+        const std::string_view raw = elements[i];
+        if (raw.empty() || raw.size() % sizeof(int32_t) != 0) {
+          return InvalidArgument(what + ": expected a non-empty list of int32 token ids");
+        }
+        s.tokens.resize(raw.size() / sizeof(int32_t));
+        std::memcpy(s.tokens.data(), raw.data(), raw.size());
+        for (llama_token t : s.tokens) {
+          if (t < 0 || t >= n_vocab) {
+            return InvalidArgument(what + ": token id " + std::to_string(t) +
+                                   " is outside the vocabulary (0.." +
+                                   std::to_string(n_vocab - 1) + ")");
+          }
+        }
+      }
       bool cut = false;
-      MMS_RETURN_IF_ERROR(Fit(s.tokens, truncate, "TEXT[" + std::to_string(i) + "]", cut));
+      MMS_RETURN_IF_ERROR(Fit(s.tokens, truncate, what, cut));
       truncated.push_back(cut ? 1 : 0);
       out.push_back(std::move(s));
     }
@@ -132,8 +156,9 @@ Status LlamaEncoder::Prepare(size_t item, const InferRequest& request, std::vect
   llama_token eos = llama_vocab_eos(vocab_);
   if (eos == LLAMA_TOKEN_NULL) eos = llama_vocab_sep(vocab_);
   const auto documents = docs->BytesElements();
+  const bool sigmoid = BoolParam(request.parameters, "sigmoid", options_.sigmoid);
   for (size_t i = 0; i < documents.size(); ++i) {
-    Sequence s{item, i, {}};
+    Sequence s{item, i, {}, sigmoid};
     if (llama_vocab_get_add_bos(vocab_)) s.tokens.push_back(llama_vocab_bos(vocab_));
     s.tokens.insert(s.tokens.end(), query_tokens.begin(), query_tokens.end());
     if (llama_vocab_get_add_eos(vocab_)) s.tokens.push_back(eos);
@@ -177,8 +202,8 @@ Status LlamaEncoder::Decode(const std::vector<Sequence>& seqs, size_t begin, siz
     if (!embd) return Internal("llama.cpp returned no pooled output for a sequence");
     float* out = rows.data() + s * static_cast<size_t>(row_width_);
     if (task_ == EncoderTask::kRerank) {
-      out[0] = options_.sigmoid ? 1.0f / (1.0f + std::exp(-embd[0])) : embd[0];
-    } else if (options_.normalize) {
+      out[0] = seqs[s].sigmoid ? 1.0f / (1.0f + std::exp(-embd[0])) : embd[0];
+    } else if (seqs[s].normalize) {
       NormalizeL2(embd, out, n_embd_);
     } else {
       std::memcpy(out, embd, sizeof(float) * static_cast<size_t>(n_embd_));
@@ -235,6 +260,11 @@ Status LlamaEncoder::Execute(Execution& execution) {
     const size_t n = first[b + 1] - first[b];
     const auto* row = reinterpret_cast<const char*>(rows.data() + first[b] * row_width_);
     InferResponse response;
+    int64_t prompt_tokens = 0;
+    for (size_t q = first[b]; q < first[b + 1]; ++q) {
+      prompt_tokens += static_cast<int64_t>(seqs[q].tokens.size());
+    }
+    response.parameters["prompt_tokens"] = prompt_tokens;
     if (task_ == EncoderTask::kEmbed) {
       response.outputs.emplace_back(
           "EMBEDDING", DataType::kFp32, Shape{static_cast<int64_t>(n), n_embd_},

@@ -30,6 +30,9 @@ struct LlamaStats {
   std::atomic<uint64_t> decodes{0};
   std::atomic<uint64_t> sequences{0};
   std::atomic<uint64_t> tokens{0};
+  std::atomic<uint64_t> generated_tokens{0};  // generate: tokens sampled
+  std::atomic<uint64_t> first_tokens{0};      // generate: sequences that sampled a first token
+  std::atomic<uint64_t> first_token_ns{0};    // ... summed: arrival → first token
 };
 
 enum class EncoderTask { kEmbed, kRerank };
@@ -53,6 +56,8 @@ class LlamaEncoder final : public Instance {
     size_t item;      // index in the batch
     size_t index;     // index of the text within its request
     std::vector<llama_token> tokens;
+    bool sigmoid = false;    // rerank: squash this score into 0..1
+    bool normalize = false;  // embed: L2-normalize this vector
   };
 
   LlamaEncoder(const llama_model* model, EncoderTask task, LlamaOptions options,

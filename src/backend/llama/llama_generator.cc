@@ -179,7 +179,14 @@ Status LlamaGenerator::Prepare(Slot& slot) {
     llama_sampler_chain_add(chain, llama_sampler_init_dist(seed));
   }
   slot.sampler.reset(chain);
-  slot.stop = StringParam(r.parameters, "stop");
+  if (std::string stop = StringParam(r.parameters, "stop"); !stop.empty()) {
+    slot.stops.push_back(std::move(stop));
+  }
+  if (const Tensor* stops = r.input("STOP")) {
+    for (std::string_view stop : stops->BytesElements()) {
+      if (!stop.empty()) slot.stops.emplace_back(stop);
+    }
+  }
   slot.prompt = std::move(tokens);
   return Status::Ok();
 }
@@ -232,15 +239,38 @@ bool LlamaGenerator::Sample(int seq) {
     return false;
   }
   slot.generated.push_back(token);
+  stats_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
+  if (slot.generated.size() == 1) {
+    stats_.first_tokens.fetch_add(1, std::memory_order_relaxed);
+    stats_.first_token_ns.fetch_add(
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  Clock::now() - slot.request->arrival)
+                                  .count()),
+        std::memory_order_relaxed);
+  }
   slot.text += Piece(token);
-  if (!slot.stop.empty()) {
-    if (auto at = slot.text.find(slot.stop); at != std::string::npos) {
-      slot.text.resize(at);
-      FinishOk(seq, "stop");
-      return false;
+  // The earliest stop string in the text ends it; only the new piece (plus the overlap a stop
+  // string could span) needs searching.
+  size_t stop_at = std::string::npos;
+  size_t held = 0;  // the longest tail of the text that begins some stop string
+  for (const auto& stop : slot.stops) {
+    const size_t from = slot.streamed;
+    if (auto at = slot.text.find(stop, from); at != std::string::npos) {
+      stop_at = std::min(stop_at, at);
+    }
+    for (size_t n = std::min(stop.size() - 1, slot.text.size()); n > held; --n) {
+      if (slot.text.compare(slot.text.size() - n, n, stop, 0, n) == 0) {
+        held = n;
+        break;
+      }
     }
   }
-  const size_t complete = CompleteUtf8Prefix(slot.text);
+  if (stop_at != std::string::npos) {
+    slot.text.resize(stop_at);
+    FinishOk(seq, "stop");
+    return false;
+  }
+  const size_t complete = CompleteUtf8Prefix(std::string_view(slot.text).substr(0, slot.text.size() - held));
   if (slot.request->on_partial && complete > slot.streamed) {
     InferResponse partial;
     std::string data;

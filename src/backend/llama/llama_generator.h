@@ -6,9 +6,11 @@
 //   request:  PROMPT (BYTES [1]), or chat messages as ROLES and CONTENTS (BYTES [-1] each),
 //             rendered with params.chat_template, the model's tokenizer.chat_template, or ChatML;
 //             parameters max_tokens, temperature, top_k, top_p, min_p, seed,
-//             repeat_penalty, stop (a string)
+//             repeat_penalty, stop (a string); STOP (BYTES [-1], optional): more stop strings
 //   response: TEXT (BYTES [1]); parameters prompt_tokens, completion_tokens, finish_reason
 //             ("stop", "length")
+//   streaming: each partial is the new text; text that may still become a stop string is
+//             held back until it cannot, so a stop string is never streamed
 #pragma once
 
 #include <llama.h>
@@ -51,7 +53,7 @@ class LlamaGenerator final : public ContinuousInstance {
     size_t streamed = 0;                    // bytes of `text` already sent as partials
     LlamaSamplerPtr sampler;
     int max_tokens = 0;
-    std::string stop;
+    std::vector<std::string> stops;         // generation ends before any of these
     int logits_index = -1;                  // batch row to sample from after this step's decode
   };
 

@@ -35,6 +35,10 @@ class InProgress {
     std::lock_guard lock(mu_);
     ++count_;
   }
+  int64_t count() {
+    std::lock_guard lock(mu_);
+    return count_;
+  }
   void End() {
     std::lock_guard lock(mu_);
     if (--count_ == 0) idle_.notify_all();
@@ -53,16 +57,42 @@ class InProgress {
 struct Shared {
   HttpRouter router;
   size_t max_body_bytes;
+  int max_connections;
+  int64_t max_in_flight;
+  std::vector<std::string> cors_origins;
   InProgress in_progress;
   std::atomic<bool> draining{false};
+  std::atomic<int64_t> connections{0};
+  std::atomic<int64_t> refused_connections{0};
+  std::atomic<int64_t> refused_requests{0};
+
+  // The Access-Control-Allow-Origin value for `origin`, or "" when it is not allowed.
+  std::string AllowedOrigin(const std::string& origin) const {
+    if (origin.empty()) return {};
+    for (const auto& o : cors_origins) {
+      if (o == "*" || o == origin) return o == "*" ? "*" : origin;
+    }
+    return {};
+  }
 };
+
+// 503 with Retry-After: the server is at a limit; the client should come back shortly.
+HttpResponse Overloaded(const std::string& why) {
+  HttpResponse res = HttpRouter::ErrorResponse(Unavailable(why), 11, false);
+  res.set(http::field::retry_after, "1");
+  return res;
+}
 
 // One client connection: read a request, hand it to the router, write its response, repeat.
 // All of its handlers run on its strand.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, Shared& shared)
-      : stream_(std::move(socket)), shared_(shared) {}
+  // `refuse`: the server has too many connections; this one answers its first request 503.
+  Connection(tcp::socket socket, Shared& shared, bool refuse)
+      : stream_(std::move(socket)), shared_(shared), refuse_(refuse) {
+    ++shared_.connections;
+  }
+  ~Connection() { --shared_.connections; }
 
   void Start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
@@ -97,6 +127,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return Write(HttpRouter::ErrorResponse(
           InvalidArgument("malformed HTTP request: " + ec.message()), 11, false));
     }
+    origin_.clear();
+    if (auto it = parser_->get().find(http::field::origin); it != parser_->get().end()) {
+      origin_ = std::string(it->value());
+    }
+    if (refuse_) {
+      shared_.refused_connections++;
+      return Write(Overloaded("too many connections (global.max_connections is " +
+                              std::to_string(shared_.max_connections) + ")"));
+    }
+    // in_progress already counts this request.
+    if (shared_.max_in_flight > 0 && shared_.in_progress.count() > shared_.max_in_flight) {
+      shared_.refused_requests++;
+      HttpResponse res = Overloaded("too many requests in progress (global.max_in_flight is " +
+                                    std::to_string(shared_.max_in_flight) + ")");
+      res.keep_alive(parser_->get().keep_alive());
+      return Write(std::move(res));
+    }
+    if (parser_->get().method() == http::verb::options &&
+        parser_->get().find(http::field::access_control_request_method) != parser_->get().end()) {
+      return Preflight();
+    }
     stream_.expires_never();  // a request may wait on its model for as long as its deadline
     auto self = shared_from_this();
     const uint64_t request = ++requests_;
@@ -116,6 +167,36 @@ class Connection : public std::enable_shared_from_this<Connection> {
             },
             .client_gone = [self] { return self->broken_.load(); }});
     WatchForHangUp(request);
+  }
+
+  // A CORS preflight: 204 with what an allowed origin may send, else 403.
+  void Preflight() {
+    const auto& req = parser_->get();
+    const std::string allowed = shared_.AllowedOrigin(origin_);
+    if (allowed.empty()) {
+      HttpResponse res = HttpRouter::ErrorResponse(
+          PermissionDenied("origin '" + origin_ + "' is not allowed (global.cors_origins)"),
+          req.version(), req.keep_alive());
+      return Write(std::move(res));
+    }
+    HttpResponse res(http::status::no_content, req.version());
+    res.keep_alive(req.keep_alive());
+    res.set(http::field::access_control_allow_methods, "GET, POST, DELETE, OPTIONS");
+    if (auto it = req.find(http::field::access_control_request_headers); it != req.end()) {
+      res.set(http::field::access_control_allow_headers, it->value());
+    }
+    res.set(http::field::access_control_max_age, "600");
+    res.prepare_payload();
+    Write(std::move(res));
+  }
+
+  void AddCorsHeaders(http::fields& fields) const {
+    const std::string allowed = shared_.AllowedOrigin(origin_);
+    if (allowed.empty()) return;
+    fields.set(http::field::access_control_allow_origin, allowed);
+    if (allowed != "*") fields.set(http::field::vary, "Origin");
+    fields.set(http::field::access_control_expose_headers,
+               "Inference-Header-Content-Length, Retry-After, Location");
   }
 
   // While request `request` is pending, notices the client closing the connection (a readable
@@ -154,6 +235,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     stream_keep_alive_ = headers.keep_alive();
     header_.emplace(headers.result(), headers.version());
     for (const auto& field : headers) header_->set(field.name_string(), field.value());
+    AddCorsHeaders(header_->base());
     header_->keep_alive(stream_keep_alive_);
     header_->chunked(true);
     serializer_.emplace(*header_);
@@ -217,7 +299,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Write(HttpResponse res, std::optional<http::status> status = std::nullopt) {
     responded_ = requests_;
     if (status) res.result(*status);
-    if (shared_.draining) res.keep_alive(false);
+    if (shared_.draining || refuse_) res.keep_alive(false);
+    AddCorsHeaders(res.base());
     auto response = std::make_shared<HttpResponse>(std::move(res));
     http::async_write(stream_, *response,
                       [self = shared_from_this(), response](beast::error_code ec, size_t) {
@@ -267,6 +350,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool ending_ = false;
   bool stream_keep_alive_ = false;
   std::atomic<bool> broken_{false};
+  const bool refuse_;
+  std::string origin_;      // the current request's Origin header (strand only)
   uint64_t requests_ = 0;   // requests read on this connection (strand only)
   uint64_t responded_ = 0;  // the last one whose answer started (strand only)
 };
@@ -278,14 +363,25 @@ struct HttpFrontend::Impl {
       : ioc(options.threads),
         work(net::make_work_guard(ioc)),
         acceptor(net::make_strand(ioc)),
-        shared{HttpRouter(service), options.max_body_bytes} {}
+        shared{HttpRouter(service, {.access = Access(options.api_key, options.admin_key),
+                                    .server_metrics = [this] { return Metrics(); }}),
+               options.max_body_bytes, options.max_connections, options.max_in_flight,
+               options.cors_origins} {}
+
+  ServerMetrics Metrics() {
+    return {.open_connections = shared.connections.load(),
+            .requests_in_progress = shared.in_progress.count(),
+            .refused_connections = shared.refused_connections.load(),
+            .refused_requests = shared.refused_requests.load()};
+  }
 
   void Accept() {
     acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
       if (!ec) {
         s.set_option(tcp::no_delay(true), ec);
-        std::make_shared<Connection>(std::move(s), shared)->Start();
+        const bool refuse = shared.connections.load() >= shared.max_connections;
+        std::make_shared<Connection>(std::move(s), shared, refuse)->Start();
       }
       Accept();
     });

@@ -27,6 +27,11 @@ class HttpFrontend {
     int port = 8000;  // 0 = an ephemeral port; see port()
     int threads = 2;
     size_t max_body_bytes = 64u << 20;
+    std::string api_key;    // Bearer key for inference; empty = none (server/access.h)
+    std::string admin_key;  // Bearer key for load/unload/reload; empty = the api_key
+    int max_connections = 1024;  // beyond: the request is answered 503 and the connection closed
+    int64_t max_in_flight = 0;   // requests handled at once; beyond: 503; 0 = no limit
+    std::vector<std::string> cors_origins;  // allowed origins ("*": any); empty = no CORS
   };
 
   // Binds and starts serving. `service` is not owned and must outlive the frontend.

@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "server/http/json_codec.h"
+#include "server/http/openai_api.h"
 #include "server/http/status_mapping.h"
+#include "server/triton_config.h"
 
 namespace mmserve {
 namespace {
@@ -132,10 +134,34 @@ HttpResponse HttpRouter::JsonResponse(http::status code, std::string body, unsig
 
 HttpResponse HttpRouter::ErrorResponse(const Status& status, unsigned version, bool keep_alive) {
   json body = {{"error", std::string(status.message())}};
-  return JsonResponse(HttpStatusFor(status.code()),
-                      body.dump(-1, ' ', false, json::error_handler_t::replace), version,
-                      keep_alive);
+  const http::status code = HttpStatusFor(status.code());
+  HttpResponse res = JsonResponse(code, body.dump(-1, ' ', false, json::error_handler_t::replace),
+                                  version, keep_alive);
+  if (code == http::status::too_many_requests || code == http::status::service_unavailable) {
+    res.set(http::field::retry_after, "1");  // overload and loading pass; retry soon
+  }
+  return res;
 }
+
+HttpRouter::HttpRouter(InferenceService& service, Options options)
+    : service_(service),
+      options_(std::move(options)),
+      openai_(std::make_unique<OpenAiApi>(service)) {}
+
+HttpRouter::~HttpRouter() = default;
+
+namespace {
+
+// What a route needs: health probes are open; changing the served set is admin.
+Scope ScopeOf(const std::string& target) {
+  if (target.starts_with("/v2/health/") || target == "/health" || target == "/v1/health") {
+    return Scope::kOpen;
+  }
+  static const std::regex kAdmin(R"(/v2/repository/(reload|models/[^/]+/(load|unload))/?)");
+  return std::regex_match(target, kAdmin) ? Scope::kAdmin : Scope::kInference;
+}
+
+}  // namespace
 
 void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection connection) {
   const unsigned v = request.version();
@@ -145,12 +171,45 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
   const bool is_get = request.method() == http::verb::get;
   const bool is_post = request.method() == http::verb::post;
 
+  std::string_view authorization;
+  if (auto it = request.find(http::field::authorization); it != request.end()) {
+    authorization = std::string_view(it->value().data(), it->value().size());
+  }
+  if (Status allowed = options_.access.Check(ScopeOf(target), authorization); !allowed.ok()) {
+    HttpResponse res = OpenAiApi::Owns(target) ? OpenAiApi::Error(allowed, v, ka)
+                                               : ErrorResponse(allowed, v, ka);
+    if (allowed.code() == StatusCode::kUnauthenticated) {
+      res.set(http::field::www_authenticate, "Bearer");
+    }
+    return reply(std::move(res));
+  }
+  if (target == "/health" || target == "/v1/health") {
+    const bool ready = service_.Ready();
+    return reply(JsonResponse(ready ? http::status::ok : http::status::service_unavailable,
+                              json{{"status", ready ? "ok" : "not ready"}}.dump(), v, ka));
+  }
+  if (target == "/metrics") {
+    if (!is_get) return reply(MethodNotAllowed("GET", target, v, ka));
+    HttpResponse res(http::status::ok, v);
+    res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+    res.keep_alive(ka);
+    res.body() = PrometheusText(service_.ListModels(), options_.server_metrics
+                                                          ? options_.server_metrics()
+                                                          : ServerMetrics{});
+    res.prepare_payload();
+    return reply(std::move(res));
+  }
+  if (OpenAiApi::Owns(target)) {
+    return openai_->Handle(std::move(request), target, std::move(reply), std::move(connection));
+  }
+
   if (target == "/v2" || target == "/v2/") {
     if (!is_get) return reply(ErrorResponse(InvalidArgument("use GET for " + target), v, ka));
     json body = {{"name", "mmserve"},
                  {"version", kVersion},
                  {"extensions",
-                  {"binary_tensor_data", "statistics", "model_repository", "async_jobs"}}};
+                  {"binary_tensor_data", "statistics", "model_repository", "model_configuration",
+                   "schedule_policy", "parameters", "async_jobs"}}};
     return reply(JsonResponse(http::status::ok, body.dump(), v, ka));
   }
   if (target == "/v2/health/live") {
@@ -176,7 +235,7 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
   }
   // /v2/models/{name}[/versions/{version} | /labels/{label}][/ready|/infer|/stats]
   static const std::regex kModelRoute(
-      R"(/v2/models/([^/]+)(?:/(versions|labels)/([^/]+))?(?:/(ready|infer|stats))?/?)");
+      R"(/v2/models/([^/]+)(?:/(versions|labels)/([^/]+))?(?:/(ready|infer|stats|config))?/?)");
   std::smatch m;
   if (std::regex_match(target, m, kModelRoute)) {
     ModelRef ref{.name = m[1].str()};
@@ -216,6 +275,12 @@ void HttpRouter::HandleModel(const HttpRequest& request, const ModelRef& ref,
   if (action == "ready") {
     const bool ready = info->state == ModelState::kReady && service_.accepting();
     return reply(EmptyResponse(ready ? http::status::ok : http::status::bad_request, v, ka));
+  }
+  if (action == "config") {
+    return reply(JsonResponse(http::status::ok,
+                              TritonModelConfig(*info).dump(-1, ' ', false,
+                                                            json::error_handler_t::replace),
+                              v, ka));
   }
   if (action == "stats") {
     return reply(JsonResponse(http::status::ok,

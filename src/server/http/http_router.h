@@ -7,7 +7,9 @@
 
 #include <boost/beast/http.hpp>
 
+#include "server/access.h"
 #include "server/http/json_codec.h"
+#include "server/prometheus.h"
 #include "service/inference_service.h"
 
 namespace mmserve {
@@ -39,10 +41,18 @@ struct HttpConnection {
   std::function<bool()> client_gone;  // true once the client closed the connection
 };
 
+class OpenAiApi;
+
 class HttpRouter {
  public:
+  struct Options {
+    Access access;  // API and admin keys
+    // The frontend's own figures for /metrics; optional.
+    std::function<ServerMetrics()> server_metrics;
+  };
   // `service` is not owned and outlives the router.
-  explicit HttpRouter(InferenceService& service) : service_(service) {}
+  HttpRouter(InferenceService& service, Options options);
+  ~HttpRouter();
 
   void Handle(HttpRequest request, HttpReply reply, HttpConnection connection);
 
@@ -77,6 +87,8 @@ class HttpRouter {
                    bool keep_alive, HttpPost post, std::shared_ptr<HttpStream> stream);
 
   InferenceService& service_;  // not owned
+  Options options_;
+  std::unique_ptr<OpenAiApi> openai_;
 };
 
 }  // namespace mmserve

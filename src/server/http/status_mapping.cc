@@ -16,6 +16,8 @@ boost::beast::http::status HttpStatusFor(StatusCode code) {
     case StatusCode::kDeadlineExceeded: return status::gateway_timeout;
     case StatusCode::kUnimplemented: return status::not_implemented;
     case StatusCode::kInternal: return status::internal_server_error;
+    case StatusCode::kUnauthenticated: return status::unauthorized;
+    case StatusCode::kPermissionDenied: return status::forbidden;
   }
   return status::internal_server_error;
 }

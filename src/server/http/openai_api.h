@@ -1,0 +1,40 @@
+// OpenAiApi: the routes clients of other servers already speak, translated onto the models'
+// tensors and submitted to the InferenceService like any KServe request:
+//
+//   POST /v1/chat/completions   messages → ROLES/CONTENTS of a generate model (SSE with stream)
+//   POST /v1/completions        prompt (a string or several) → PROMPT of a generate model
+//   POST /v1/embeddings         input (strings or token id arrays) → TEXT/TOKENS of an embed model
+//   GET  /v1/models[/{id}]      every served model with its task
+//   POST /v1/rerank             Jina/Cohere shape: query, documents → QUERY/DOCUMENTS of a rerank
+//                               model (also /v1/reranking, /rerank without `texts`)
+//   POST /rerank, /embed        Hugging Face TEI's shapes (`texts`, `raw_scores`; `inputs`)
+//
+// The `model` field routes (optional when exactly one model serves the task). Errors use the
+// OpenAI shape {"error": {"message", "type", "param", "code"}} (TEI routes: TEI's shape), with
+// `param` naming the field. Runs on I/O threads; answers come back on the connection's strand.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "server/http/http_router.h"
+
+namespace mmserve {
+
+class OpenAiApi {
+ public:
+  // `service` is not owned and outlives the API.
+  explicit OpenAiApi(InferenceService& service) : service_(service) {}
+
+  // True when `target` (the path, without the query) is one of these routes.
+  static bool Owns(std::string_view target);
+  // `status` in the OpenAI error shape.
+  static HttpResponse Error(const Status& status, unsigned version, bool keep_alive);
+  void Handle(HttpRequest request, const std::string& target, HttpReply reply,
+              HttpConnection connection);
+
+ private:
+  InferenceService& service_;  // not owned
+};
+
+}  // namespace mmserve

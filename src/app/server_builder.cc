@@ -11,6 +11,7 @@
 #include "config/config_parser.h"
 #include "runtime/device_lock.h"
 #include "runtime/runtime_guard.h"
+#include "server/grpc/grpc_frontend.h"
 #include "server/http/http_frontend.h"
 #include "service/inference_service.h"
 #include "service/memory_plan.h"
@@ -138,6 +139,24 @@ int Serve(const ServeOptions& options) {
     service.Shutdown(std::chrono::milliseconds(0));
     return 4;
   }
+  std::unique_ptr<GrpcFrontend> grpc;
+  if (global.grpc_port) {
+    auto started = GrpcFrontend::Create(
+        {.host = global.host,
+         .port = *global.grpc_port,
+         .access = Access(global.api_key, global.admin_key),
+         .max_message_bytes = static_cast<size_t>(global.max_request_mb) << 20},
+        service);
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().ToString());
+      (*frontend)->Stop();
+      service.Shutdown(std::chrono::milliseconds(0));
+      return 4;
+    }
+    grpc = std::move(*started);
+    spdlog::info("grpc listening on {}:{} (KServe v2 GRPCInferenceService)", global.host,
+                 grpc->port());
+  }
   spdlog::info("mmserve listening on http://{}:{} ({}, {} I/O threads)", global.host,
                (*frontend)->port(), service.Ready() ? "ready" : "NOT ready", global.thread_num);
 
@@ -150,6 +169,10 @@ int Serve(const ServeOptions& options) {
     spdlog::warn("http: requests still in progress after the drain timeout");
   } else {
     spdlog::info("http: in-flight requests finished");
+  }
+  if (grpc) {
+    grpc->Shutdown(global.drain_timeout);  // running calls finish first
+    spdlog::info("grpc: stopped");
   }
   service.Shutdown(global.drain_timeout);
   (*frontend)->Stop();

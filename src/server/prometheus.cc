@@ -1,5 +1,6 @@
 #include "server/prometheus.h"
 
+#include <charconv>
 #include <functional>
 #include <sstream>
 
@@ -17,6 +18,13 @@ std::string Escape(const std::string& value) {
     out += c;
   }
   return out;
+}
+
+// The shortest text that reads back as `v`.
+std::string Shortest(double v) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("NaN");
 }
 
 // One metric family: its HELP and TYPE once, then a sample per model version (and per extra
@@ -59,12 +67,7 @@ class Writer {
   std::string str() const { return out_.str(); }
 
  private:
-  static std::string Number(double v) {
-    std::ostringstream s;
-    s.precision(17);
-    s << v;
-    return s.str();
-  }
+  static std::string Number(double v) { return Shortest(v); }
   void Emit(const std::string& name, const char* type, const char* help,
             const std::string& samples) {
     out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
@@ -183,7 +186,8 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
            "Executions the watchdog found hung", stat(&SchedulerStats::watchdog_reports));
   t.Family("mmserve_tokens_generated_total", "counter", "Tokens generated",
            [](M m) { return Counter(m, "generated_tokens"); });
-  t.Family("mmserve_prompt_tokens_total", "counter", "Tokens decoded (prompts and inputs)",
+  t.Family("mmserve_tokens_decoded_total", "counter",
+           "Tokens through the model (prompts, inputs and generated tokens)",
            [](M m) { return Counter(m, "tokens"); });
   // Time to first token as a summary without quantiles: _sum and _count.
   std::string ttft = "# HELP mmserve_time_to_first_token_seconds Arrival to the first generated "
@@ -194,11 +198,8 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
     if (!n || !ns) continue;
     const std::string labels =
         "{model=\"" + Escape(m.config.name) + "\",version=\"" + std::to_string(m.config.version) + "\"}";
-    std::ostringstream s;
-    s.precision(17);
-    s << "mmserve_time_to_first_token_seconds_sum" << labels << " " << *ns / 1e9 << "\n"
-      << "mmserve_time_to_first_token_seconds_count" << labels << " " << *n << "\n";
-    ttft += s.str();
+    ttft += "mmserve_time_to_first_token_seconds_sum" + labels + " " + Shortest(*ns / 1e9) +
+            "\nmmserve_time_to_first_token_seconds_count" + labels + " " + Shortest(*n) + "\n";
   }
   t.Plain("mmserve_http_open_connections", "gauge", "Open HTTP connections",
           static_cast<double>(server.open_connections));

@@ -8,6 +8,7 @@
 #include "server/http/json_codec.h"
 #include "server/http/openai_api.h"
 #include "server/http/status_mapping.h"
+#include "server/server_info.h"
 #include "server/triton_config.h"
 
 namespace mmserve {
@@ -15,8 +16,6 @@ namespace {
 
 namespace http = boost::beast::http;
 using nlohmann::json;
-
-constexpr const char* kVersion = "0.1.0";
 
 json TensorSpecsToJson(const std::vector<TensorSpec>& specs) {
   json out = json::array();
@@ -205,11 +204,9 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
 
   if (target == "/v2" || target == "/v2/") {
     if (!is_get) return reply(ErrorResponse(InvalidArgument("use GET for " + target), v, ka));
-    json body = {{"name", "mmserve"},
-                 {"version", kVersion},
-                 {"extensions",
-                  {"binary_tensor_data", "statistics", "model_repository", "model_configuration",
-                   "schedule_policy", "parameters", "async_jobs"}}};
+    json extensions = json::array();
+    for (auto e : kServerExtensions) extensions.push_back(e);
+    json body = {{"name", kServerName}, {"version", kServerVersion}, {"extensions", extensions}};
     return reply(JsonResponse(http::status::ok, body.dump(), v, ka));
   }
   if (target == "/v2/health/live") {

@@ -1,0 +1,59 @@
+#include "server/prometheus.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace mmserve {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+ModelInfo Model(const std::string& name, bool loaded) {
+  ModelInfo info;
+  info.config.name = name;
+  info.config.version = 2;
+  info.config.device_id = 1;
+  info.state = loaded ? ModelState::kReady : ModelState::kNotLoaded;
+  info.loads = loaded ? 1 : 0;
+  info.estimate.bytes = 1000;
+  info.measured_bytes = 900;
+  if (loaded) {
+    SchedulerStats st;
+    st.success = 5;
+    st.failure = 1;
+    st.rejected = 2;
+    st.inference_count = 6;
+    st.execution_count = 3;
+    st.queued[1] = 4;
+    st.queue_ns = 2'000'000'000;
+    st.compute_ns = 500'000'000;
+    st.breaker = CircuitBreaker::State::kOpen;
+    info.stats = st;
+    info.counters = {{"generated_tokens", 42}, {"first_tokens", 2}, {"first_token_ns", 300'000'000}};
+  }
+  return info;
+}
+
+TEST(PrometheusTest, SamplesCarryModelAndVersionAndEachFamilyHasHelpAndType) {
+  const std::string text = PrometheusText({Model("a\"b", true), Model("idle", false)}, {});
+  EXPECT_THAT(text, HasSubstr("# TYPE nv_inference_request_success untyped\n"
+                              "nv_inference_request_success{model=\"a\\\"b\",version=\"2\"} 5\n"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_request_failure{model=\"a\\\"b\",version=\"2\","
+                              "reason=\"REJECTED\"} 2"));
+  EXPECT_THAT(text, HasSubstr("nv_inference_pending_request_count{model=\"a\\\"b\",version=\"2\"} 4"));
+  EXPECT_THAT(text, HasSubstr("mmserve_inference_queue_duration_seconds_total{model=\"a\\\"b\","
+                              "version=\"2\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("mmserve_breaker_state{model=\"a\\\"b\",version=\"2\"} 2"));
+  EXPECT_THAT(text, HasSubstr("mmserve_model_estimated_bytes{model=\"idle\",version=\"2\","
+                              "device=\"1\"} 1000"));
+  EXPECT_THAT(text, HasSubstr("mmserve_tokens_generated_total{model=\"a\\\"b\",version=\"2\"} 42"));
+  EXPECT_THAT(text, HasSubstr("mmserve_time_to_first_token_seconds_sum{model=\"a\\\"b\","
+                              "version=\"2\"} 0.3"));
+  // A model that is not loaded has no scheduler statistics.
+  EXPECT_THAT(text, Not(HasSubstr("nv_inference_count{model=\"idle\"")));
+  EXPECT_THAT(text, HasSubstr("mmserve_model_ready{model=\"idle\",version=\"2\"} 0"));
+}
+
+}  // namespace
+}  // namespace mmserve

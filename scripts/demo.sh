@@ -7,14 +7,21 @@ cd "$ROOT"
 bash scripts/setup.sh
 CONFIG="${1:-examples/demo.yaml}"
 PORT="${MMSERVE_PORT:-8000}"
+GRPC_PORT="${MMSERVE_GRPC_PORT:-8001}"  # KServe v2 gRPC; -1 = none
 cat <<MSG
 
-==> mmserve: serving $CONFIG on http://127.0.0.1:$PORT  (Ctrl-C to stop)
+==> mmserve: serving $CONFIG on http://127.0.0.1:$PORT and gRPC 127.0.0.1:$GRPC_PORT  (Ctrl-C to stop)
 Try, from another terminal:
   curl -i 127.0.0.1:$PORT/v2/health/ready
   curl -s -X POST 127.0.0.1:$PORT/v2/models/llm/infer \\
        -d '{"parameters":{"max_tokens":16},"inputs":[{"name":"PROMPT","datatype":"BYTES","shape":[1],"data":["Once upon a time"]}]}'
   curl -s 127.0.0.1:$PORT/v2/models/embedder
+  curl -s 127.0.0.1:$PORT/v1/chat/completions \\
+       -d '{"model":"llm","messages":[{"role":"user","content":"Hi"}],"max_tokens":16}'
+  curl -s 127.0.0.1:$PORT/v1/embeddings -d '{"model":"embedder","input":["hello world"]}'
+  curl -s 127.0.0.1:$PORT/v1/rerank \\
+       -d '{"model":"reranker","query":"what do cats eat","documents":["cats eat fish","GPUs are fast"]}'
+  curl -s 127.0.0.1:$PORT/metrics
   curl -s -X POST 127.0.0.1:$PORT/v2/models/embedder/infer \\
        -d '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[2],"data":["hello world","mmserve"]}]}'
   curl -s -X POST 127.0.0.1:$PORT/v2/models/reranker/infer \\
@@ -27,4 +34,4 @@ Try, from another terminal:
        -d '{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[3],"data":[1,2,3]}]}'
 
 MSG
-exec "$ROOT/build/src/app/mmserve" serve "$CONFIG" --port "$PORT"
+exec "$ROOT/build/src/app/mmserve" serve "$CONFIG" --port "$PORT" --grpc-port "$GRPC_PORT"

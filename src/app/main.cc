@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--host", serve.host, "address to bind (default: global.host, 127.0.0.1)");
   serve_cmd->add_option("--port", serve.port, "port (default: global.port, 8000; 0 = any free)")
       ->check(CLI::Range(0, 65535));
+  serve_cmd->add_option("--grpc-port", serve.grpc_port,
+                        "KServe v2 gRPC port (default: global.grpc_port, none; 0 = any free; "
+                        "-1 = none)")
+      ->check(CLI::Range(-1, 65535));
   serve_cmd->add_option("--lock-dir", serve.lock_dir, "device lock directory");
 
   std::filesystem::path validate_config;

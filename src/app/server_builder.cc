@@ -86,6 +86,10 @@ int Serve(const ServeOptions& options) {
   }
   if (options.host) config->global.host = *options.host;
   if (options.port) config->global.port = *options.port;
+  if (options.grpc_port) {
+    config->global.grpc_port =
+        *options.grpc_port < 0 ? std::nullopt : std::optional<int>(*options.grpc_port);
+  }
   // Keys from the environment keep secrets out of the YAML file.
   if (const char* key = std::getenv("MMSERVE_API_KEY"); key && *key) config->global.api_key = key;
   if (const char* key = std::getenv("MMSERVE_ADMIN_KEY"); key && *key) {

@@ -27,6 +27,7 @@ struct ServeOptions {
   std::filesystem::path config;
   std::optional<std::string> host;  // overrides global.host
   std::optional<int> port;          // overrides global.port
+  std::optional<int> grpc_port;     // overrides global.grpc_port (-1: no gRPC)
   std::filesystem::path lock_dir;
   bool log_level_from_config = true;  // false when --log-level was given
 };

@@ -298,7 +298,15 @@ std::string InferenceService::WatchStamp() const {
 
 void InferenceService::ReaperLoop(std::stop_token stop) {
   using namespace std::chrono_literals;
-  std::optional<std::string> watched;  // taken when a watch is first configured
+  // What the watched files looked like: taken now (before the server listens, so no change
+  // made after start-up is missed), or when a reload first configures a watch.
+  std::optional<std::string> watched;
+  bool watching = false;
+  {
+    std::shared_lock lock(models_mu_);
+    watching = config_.global.watch.has_value();
+  }
+  if (watching) watched = WatchStamp();
   auto next_watch = Clock::now();
   bool reloading = false;  // a reload this thread asked for is not done yet
   while (true) {

@@ -38,6 +38,7 @@ TEST(DemoTest, RunCommandServesTheDemoAndIsReady) {
   testing::TempDir dir;
   const int port = FreePort();
   ::setenv("MMSERVE_PORT", std::to_string(port).c_str(), 1);
+  ::setenv("MMSERVE_GRPC_PORT", "0", 1);
   ::setenv("MMSERVE_LOCK_DIR", (dir.path() / "locks").c_str(), 1);
   testing::ServerProcess demo({std::string(MMSERVE_SOURCE_DIR) + "/scripts/demo.sh"},
                               dir.path() / "demo.log", "/bin/bash");
@@ -51,6 +52,10 @@ TEST(DemoTest, RunCommandServesTheDemoAndIsReady) {
   EXPECT_THAT(Curl("-X POST " + base + "/v2/models/embedder/infer -d '{\"inputs\":[{\"name\":"
                    "\"TEXT\",\"datatype\":\"BYTES\",\"shape\":[1],\"data\":[\"hi\"]}]}'"),
               HasSubstr("\"name\":\"EMBEDDING\",\"shape\":[1,64]"));
+  EXPECT_THAT(Curl(base + "/v1/chat/completions -d '{\"model\":\"llm\",\"messages\":[{\"role\":"
+                   "\"user\",\"content\":\"Hi\"}],\"max_tokens\":4}'"),
+              HasSubstr("\"object\":\"chat.completion\""));
+  EXPECT_THAT(demo.Log(), HasSubstr("grpc listening on 127.0.0.1:"));
   EXPECT_THAT(demo.Log(), HasSubstr("curl -i 127.0.0.1:" + std::to_string(port) +
                                     "/v2/health/ready"));
   EXPECT_EQ(demo.Stop(SIGINT), 0) << demo.Log();

@@ -1,7 +1,9 @@
 #include "server/http/http_router.h"
 
 #include <charconv>
-#include <regex>
+#include <set>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -151,13 +153,36 @@ HttpRouter::~HttpRouter() = default;
 
 namespace {
 
+// The path's segments: "/v2/models/m/" → {"v2", "models", "m"}. Empty ones (a doubled or a
+// trailing slash) are dropped. Routing on segments keeps std::regex off the request path.
+std::vector<std::string_view> Segments(std::string_view path) {
+  std::vector<std::string_view> out;
+  size_t at = 0;
+  while (at < path.size()) {
+    size_t end = path.find('/', at);
+    if (end == std::string_view::npos) end = path.size();
+    if (end > at) out.push_back(path.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+// /v2/repository/models/{m}/load|unload: the model's name, else "".
+std::string_view RepositoryModelOp(const std::vector<std::string_view>& s) {
+  const bool op = s.size() == 5 && s[0] == "v2" && s[1] == "repository" && s[2] == "models" &&
+                  (s[4] == "load" || s[4] == "unload");
+  return op ? s[3] : std::string_view();
+}
+
 // What a route needs: health probes are open; changing the served set is admin.
 Scope ScopeOf(const std::string& target) {
   if (target.starts_with("/v2/health/") || target == "/health" || target == "/v1/health") {
     return Scope::kOpen;
   }
-  static const std::regex kAdmin(R"(/v2/repository/(reload|models/[^/]+/(load|unload))/?)");
-  return std::regex_match(target, kAdmin) ? Scope::kAdmin : Scope::kInference;
+  if (!target.starts_with("/v2/repository/")) return Scope::kInference;
+  const auto s = Segments(target);
+  const bool reload = s.size() == 3 && s[2] == "reload";
+  return reload || !RepositoryModelOp(s).empty() ? Scope::kAdmin : Scope::kInference;
 }
 
 }  // namespace
@@ -225,38 +250,42 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
   if (target.starts_with("/v2/repository/")) {
     return HandleRepository(std::move(request), target, reply, std::move(connection));
   }
-  static const std::regex kJobRoute(R"(/v2/jobs/([0-9a-f]+)/?)");
-  std::smatch job;
-  if (std::regex_match(target, job, kJobRoute)) {
-    return HandleJob(request, job[1].str(), reply);
+  const auto seg = Segments(target);
+  if (seg.size() == 3 && seg[0] == "v2" && seg[1] == "jobs" &&
+      seg[2].find_first_not_of("0123456789abcdef") == std::string_view::npos) {
+    return HandleJob(request, std::string(seg[2]), reply);
   }
-  // /v2/models/{name}[/versions/{version} | /labels/{label}][/ready|/infer|/stats]
-  static const std::regex kModelRoute(
-      R"(/v2/models/([^/]+)(?:/(versions|labels)/([^/]+))?(?:/(ready|infer|stats|config))?/?)");
-  std::smatch m;
-  if (std::regex_match(target, m, kModelRoute)) {
-    ModelRef ref{.name = m[1].str()};
-    if (m[2].matched && m[2].str() == "labels") {
-      ref.label = m[3].str();
-    } else if (m[2].matched) {
-      int64_t& version = ref.version;
-      const std::string text = m[3].str();
-      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), version);
-      if (ec != std::errc() || end != text.data() + text.size() || version < 1) {
-        return reply(ErrorResponse(
-            InvalidArgument("model version: expected a positive integer, found '" + text + "'"),
-            v, ka));
+  // /v2/models/{name}[/versions/{version} | /labels/{label}][/ready|/infer|/stats|/config]
+  static const std::set<std::string_view> kActions = {"ready", "infer", "stats", "config"};
+  if (seg.size() >= 3 && seg.size() <= 6 && seg[0] == "v2" && seg[1] == "models") {
+    ModelRef ref{.name = std::string(seg[2])};
+    size_t next = 3;
+    if (seg.size() >= 5 && (seg[3] == "versions" || seg[3] == "labels")) {
+      if (seg[3] == "labels") {
+        ref.label = std::string(seg[4]);
+      } else {
+        const std::string_view text = seg[4];
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ref.version);
+        if (ec != std::errc() || end != text.data() + text.size() || ref.version < 1) {
+          return reply(ErrorResponse(InvalidArgument("model version: expected a positive "
+                                                     "integer, found '" + std::string(text) + "'"),
+                                     v, ka));
+        }
       }
+      next = 5;
     }
-    const std::string action = m[4].matched ? m[4].str() : "";
-    const bool want_post = action == "infer";
-    if ((want_post && !is_post) || (!want_post && !is_get)) {
-      return reply(MethodNotAllowed(want_post ? "POST" : "GET", target, v, ka));
+    const bool has_action = seg.size() == next + 1 && kActions.contains(seg[next]);
+    if (seg.size() == next || has_action) {
+      const std::string action = has_action ? std::string(seg[next]) : "";
+      const bool want_post = action == "infer";
+      if ((want_post && !is_post) || (!want_post && !is_get)) {
+        return reply(MethodNotAllowed(want_post ? "POST" : "GET", target, v, ka));
+      }
+      if (action == "infer") {
+        return HandleInfer(std::move(request), ref, reply, std::move(connection));
+      }
+      return HandleModel(request, ref, action, reply);
     }
-    if (action == "infer") {
-      return HandleInfer(std::move(request), ref, reply, std::move(connection));
-    }
-    return HandleModel(request, ref, action, reply);
   }
   reply(ErrorResponse(NotFound("no route for " + std::string(request.method_string()) + " " +
                                target),
@@ -428,13 +457,10 @@ void HttpRouter::HandleRepository(HttpRequest request, const std::string& target
   if (target == "/v2/repository/reload" || target == "/v2/repository/reload/") {
     return service_.Reload(std::move(answer));
   }
-  static const std::regex kModelOp(R"(/v2/repository/models/([^/]+)/(load|unload)/?)");
-  std::smatch m;
-  if (!std::regex_match(target, m, kModelOp)) {
-    return reply(ErrorResponse(NotFound("no route for POST " + target), v, ka));
-  }
-  const std::string name = m[1].str();
-  if (m[2].str() == "unload") return service_.UnloadModel(name, std::move(answer));
+  const auto seg = Segments(target);
+  const std::string name(RepositoryModelOp(seg));
+  if (name.empty()) return reply(ErrorResponse(NotFound("no route for POST " + target), v, ka));
+  if (seg[4] == "unload") return service_.UnloadModel(name, std::move(answer));
   // Triton's load: parameters.config is the model's configuration (here: a model entry as
   // under `models:` in the YAML), as a JSON object or a string holding one.
   std::optional<json> entry;

@@ -275,6 +275,11 @@ TEST_F(ApiTest, RerankInJinaCohereAndTeiShapes) {
     EXPECT_NEAR(r["score"].get<float>(), 1 / (1 + std::exp(-raw[i])), 1e-5);
     EXPECT_FALSE(r.contains("text"));
   }
+  // TEI's error shape for TEI's requests.
+  res = Post("/rerank", {{"query", "Where is Paris?"}, {"texts", json::array()}});
+  EXPECT_EQ(res.status, 400);
+  EXPECT_EQ(Parse(res)["error_type"], "Validation") << res.body;
+  EXPECT_THAT(Parse(res)["error"].get<std::string>(), HasSubstr("texts"));
   res = Post("/rerank", {{"query", "Where is Paris?"}, {"texts", docs}, {"raw_scores", true}});
   ASSERT_EQ(res.status, 200) << res.body;
   EXPECT_NEAR(Parse(res)[0]["score"].get<float>(), *std::max_element(raw.begin(), raw.end()),

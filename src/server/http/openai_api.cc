@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -496,9 +497,10 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
   if (target.size() > 1 && target.back() == '/') target.remove_suffix(1);
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
-  const bool tei = target == "/embed" || ((target == "/rerank" || target == "/reranking") &&
-                                          request.body().find("\"texts\"") != std::string::npos);
-  const Dialect dialect = tei ? Dialect::kTei : Dialect::kOpenAi;
+  // TEI's routes: /embed, and /rerank with a body in TEI's shape (`texts`), as llama-server
+  // tells them apart. Known once the body is read; until then /rerank errors are OpenAI's.
+  bool tei = target == "/embed";
+  Dialect dialect = tei ? Dialect::kTei : Dialect::kOpenAi;
   auto fail = [&](const Status& s) { reply(ApiError(s, dialect, v, ka)); };
 
   if (target == "/v1/models" || target.starts_with("/v1/models/")) {
@@ -543,6 +545,10 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
   const json body = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded() || !body.is_object()) {
     return fail(InvalidArgument("request body: expected a JSON object"));
+  }
+  if ((target == "/rerank" || target == "/reranking") && body.contains("texts")) {
+    tei = true;
+    dialect = Dialect::kTei;
   }
 
   if (target == "/v1/chat/completions" || target == "/v1/completions") {

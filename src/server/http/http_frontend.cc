@@ -60,7 +60,10 @@ struct Shared {
   int max_connections;
   int64_t max_in_flight;
   std::vector<std::string> cors_origins;
-  InProgress in_progress;
+  InProgress in_progress;  // read → response written (graceful shutdown waits for it)
+  // Read → response ready to write: what max_in_flight bounds. It drops before the write
+  // completes, so a client that has its answer never finds its own request still counted.
+  std::atomic<int64_t> handling{0};
   std::atomic<bool> draining{false};
   std::atomic<int64_t> connections{0};
   std::atomic<int64_t> refused_connections{0};
@@ -115,6 +118,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return Close();
     }
     shared_.in_progress.Begin();
+    const int64_t handling = ++shared_.handling;
     if (ec == http::error::body_limit) {
       return Write(HttpRouter::ErrorResponse(
                        ResourceExhausted("request body exceeds the limit of " +
@@ -136,8 +140,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return Write(Overloaded("too many connections (global.max_connections is " +
                               std::to_string(shared_.max_connections) + ")"));
     }
-    // in_progress already counts this request.
-    if (shared_.max_in_flight > 0 && shared_.in_progress.count() > shared_.max_in_flight) {
+    if (shared_.max_in_flight > 0 && handling > shared_.max_in_flight) {
       shared_.refused_requests++;
       HttpResponse res = Overloaded("too many requests in progress (global.max_in_flight is " +
                                     std::to_string(shared_.max_in_flight) + ")");
@@ -254,6 +257,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void StreamEnd() {
+    --shared_.handling;  // the answer is complete; only its last chunk is left to write
     ending_ = true;
     Pump();
   }
@@ -297,6 +301,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void Write(HttpResponse res, std::optional<http::status> status = std::nullopt) {
+    --shared_.handling;
     responded_ = requests_;
     if (status) res.result(*status);
     if (shared_.draining || refuse_) res.keep_alive(false);
@@ -370,7 +375,7 @@ struct HttpFrontend::Impl {
 
   ServerMetrics Metrics() {
     return {.open_connections = shared.connections.load(),
-            .requests_in_progress = shared.in_progress.count(),
+            .requests_in_progress = shared.handling.load(),
             .refused_connections = shared.refused_connections.load(),
             .refused_requests = shared.refused_requests.load()};
   }

@@ -27,51 +27,62 @@ std::string Shortest(double v) {
   return ec == std::errc() ? std::string(buf, end) : std::string("NaN");
 }
 
-// One metric family: its HELP and TYPE once, then a sample per model version (and per extra
-// label value) for which `value` gives one.
+using Sample = std::function<std::optional<double>(const ModelInfo&)>;
+
+// The exposition, family by family: a family's HELP and TYPE once, then one sample per model
+// version for which its value function gives one, labelled model and version (and more).
 class Writer {
  public:
   explicit Writer(const std::vector<ModelInfo>& models) : models_(models) {}
 
-  using Sample = std::function<std::optional<double>(const ModelInfo&)>;
+  // `extra` gives more labels per sample (",device=\"0\"").
   void Family(const std::string& name, const char* type, const char* help, const Sample& value,
-              const std::string& extra_label = {}) {
-    std::ostringstream samples;
-    for (const auto& m : models_) {
-      const auto v = value(m);
-      if (!v) continue;
-      samples << name << "{model=\"" << Escape(m.config.name) << "\",version=\""
-              << m.config.version << "\"" << extra_label << "} " << Number(*v) << "\n";
-    }
-    Emit(name, type, help, samples.str());
+              const std::function<std::string(const ModelInfo&)>& extra = {}) {
+    Head(name, type, help);
+    Samples(name, value, extra);
   }
   // A family with one sample per value of `label` (e.g. reason).
   void Labelled(const std::string& name, const char* type, const char* help, const char* label,
-                const std::vector<std::pair<std::string, std::function<std::optional<double>(
-                                                             const ModelInfo&)>>>& values) {
-    std::ostringstream samples;
+                const std::vector<std::pair<std::string, Sample>>& values) {
+    Head(name, type, help);
     for (const auto& m : models_) {
       for (const auto& [label_value, value] : values) {
-        const auto v = value(m);
-        if (!v) continue;
-        samples << name << "{model=\"" << Escape(m.config.name) << "\",version=\""
-                << m.config.version << "\"," << label << "=\"" << label_value << "\"} "
-                << Number(*v) << "\n";
+        if (const auto v = value(m)) {
+          Sample1(name, m, "," + std::string(label) + "=\"" + label_value + "\"", *v);
+        }
       }
     }
-    Emit(name, type, help, samples.str());
+  }
+  // A summary without quantiles: name_sum and name_count per model version.
+  void Summary(const std::string& name, const char* help, const Sample& sum, const Sample& count) {
+    Head(name, "summary", help);
+    for (const auto& m : models_) {
+      const auto s = sum(m);
+      const auto n = count(m);
+      if (!s || !n) continue;
+      Sample1(name + "_sum", m, "", *s);
+      Sample1(name + "_count", m, "", *n);
+    }
   }
   void Plain(const std::string& name, const char* type, const char* help, double value) {
-    Emit(name, type, help, name + " " + Number(value) + "\n");
+    Head(name, type, help);
+    out_ << name << " " << Shortest(value) << "\n";
   }
   std::string str() const { return out_.str(); }
 
  private:
-  static std::string Number(double v) { return Shortest(v); }
-  void Emit(const std::string& name, const char* type, const char* help,
-            const std::string& samples) {
-    out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-         << samples;
+  void Head(const std::string& name, const char* type, const char* help) {
+    out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  }
+  void Samples(const std::string& name, const Sample& value,
+               const std::function<std::string(const ModelInfo&)>& extra) {
+    for (const auto& m : models_) {
+      if (const auto v = value(m)) Sample1(name, m, extra ? extra(m) : "", *v);
+    }
+  }
+  void Sample1(const std::string& name, const ModelInfo& m, const std::string& extra, double v) {
+    out_ << name << "{model=\"" << Escape(m.config.name) << "\",version=\"" << m.config.version
+         << "\"" << extra << "} " << Shortest(v) << "\n";
   }
   const std::vector<ModelInfo>& models_;
   std::ostringstream out_;
@@ -121,28 +132,18 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
            });
 
   const auto device = [](M m) { return ",device=\"" + std::to_string(m.config.device_id) + "\""; };
-  auto per_device = [&](const std::string& name, const char* help, auto value) {
-    // The device label differs per model, so each sample carries its own.
-    std::ostringstream out;
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n";
-    for (const auto& m : models) {
-      out << name << "{model=\"" << Escape(m.config.name) << "\",version=\"" << m.config.version
-          << "\"" << device(m) << "} " << value(m) << "\n";
-    }
-    return out.str();
-  };
-  std::string text = w.str();
-  text += per_device("mmserve_model_resident_bytes",
-                     "Bytes the loaded model holds (the backend's figure, else measured over its load)",
-                     [](M m) {
-                       if (m.state != ModelState::kReady && !m.stats) return int64_t{0};
-                       return m.resident_bytes > 0 ? m.resident_bytes : m.measured_bytes;
-                     });
-  text += per_device("mmserve_model_estimated_bytes",
-                     "Bytes the model was estimated to need before it loaded",
-                     [](M m) { return m.estimate.bytes; });
-
-  Writer t(models);
+  w.Family("mmserve_model_resident_bytes", "gauge",
+           "Bytes the loaded model holds (the backend's figure, else measured over its load)",
+           [](M m) -> std::optional<double> {
+             if (m.state != ModelState::kReady && !m.stats) return 0;
+             return static_cast<double>(m.resident_bytes > 0 ? m.resident_bytes
+                                                             : m.measured_bytes);
+           },
+           device);
+  w.Family("mmserve_model_estimated_bytes", "gauge",
+           "Bytes the model was estimated to need before it loaded",
+           [](M m) -> std::optional<double> { return static_cast<double>(m.estimate.bytes); },
+           device);
   // Triton's *_duration_us names fail the exposition format's lint (abbreviated units), so the
   // same cumulative durations are given in seconds under mmserve's names.
   auto seconds = [](auto ns) {
@@ -151,26 +152,26 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
       return static_cast<double>(ns(*m.stats)) / 1e9;
     };
   };
-  t.Family("mmserve_inference_request_duration_seconds_total", "counter",
+  w.Family("mmserve_inference_request_duration_seconds_total", "counter",
            "Cumulative request duration, queue plus compute",
            seconds([](const SchedulerStats& s) { return s.queue_ns + s.compute_ns; }));
-  t.Family("mmserve_inference_queue_duration_seconds_total", "counter",
+  w.Family("mmserve_inference_queue_duration_seconds_total", "counter",
            "Cumulative time requests waited in the queue",
            seconds([](const SchedulerStats& s) { return s.queue_ns; }));
-  t.Family("mmserve_inference_compute_duration_seconds_total", "counter",
+  w.Family("mmserve_inference_compute_duration_seconds_total", "counter",
            "Cumulative execution time", seconds([](const SchedulerStats& s) { return s.compute_ns; }));
-  t.Family("mmserve_model_ready", "gauge", "1 when the model version serves requests",
+  w.Family("mmserve_model_ready", "gauge", "1 when the model version serves requests",
            [](M m) -> std::optional<double> { return m.state == ModelState::kReady ? 1 : 0; });
-  t.Family("mmserve_model_loads_total", "counter", "Loads started",
+  w.Family("mmserve_model_loads_total", "counter", "Loads started",
            [](M m) -> std::optional<double> { return static_cast<double>(m.loads); });
-  t.Family("mmserve_model_evictions_total", "counter",
+  w.Family("mmserve_model_evictions_total", "counter",
            "Unloads to make room for another model",
            [](M m) -> std::optional<double> { return static_cast<double>(m.evictions); });
-  t.Family("mmserve_model_in_flight_requests", "gauge", "Requests submitted and not yet answered",
+  w.Family("mmserve_model_in_flight_requests", "gauge", "Requests submitted and not yet answered",
            [](M m) -> std::optional<double> { return static_cast<double>(m.in_flight); });
-  t.Family("mmserve_model_executing_requests", "gauge", "Requests executing now",
+  w.Family("mmserve_model_executing_requests", "gauge", "Requests executing now",
            stat(&SchedulerStats::executing));
-  t.Family("mmserve_breaker_state", "gauge",
+  w.Family("mmserve_breaker_state", "gauge",
            "Circuit breaker: 0 closed, 1 half-open, 2 open", [](M m) -> std::optional<double> {
              if (!m.stats) return std::nullopt;
              switch (m.stats->breaker) {
@@ -180,38 +181,33 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
              }
              return std::nullopt;
            });
-  t.Family("mmserve_breaker_opened_total", "counter", "Times the circuit breaker opened",
+  w.Family("mmserve_breaker_opened_total", "counter", "Times the circuit breaker opened",
            stat(&SchedulerStats::breaker_opened));
-  t.Family("mmserve_watchdog_reports_total", "counter",
+  w.Family("mmserve_watchdog_reports_total", "counter",
            "Executions the watchdog found hung", stat(&SchedulerStats::watchdog_reports));
-  t.Family("mmserve_tokens_generated_total", "counter", "Tokens generated",
+  w.Family("mmserve_tokens_generated_total", "counter", "Tokens generated",
            [](M m) { return Counter(m, "generated_tokens"); });
-  t.Family("mmserve_tokens_decoded_total", "counter",
+  w.Family("mmserve_tokens_decoded_total", "counter",
            "Tokens through the model (prompts, inputs and generated tokens)",
            [](M m) { return Counter(m, "tokens"); });
-  // Time to first token as a summary without quantiles: _sum and _count.
-  std::string ttft = "# HELP mmserve_time_to_first_token_seconds Arrival to the first generated "
-                     "token\n# TYPE mmserve_time_to_first_token_seconds summary\n";
-  for (const auto& m : models) {
-    const auto n = Counter(m, "first_tokens");
-    const auto ns = Counter(m, "first_token_ns");
-    if (!n || !ns) continue;
-    const std::string labels =
-        "{model=\"" + Escape(m.config.name) + "\",version=\"" + std::to_string(m.config.version) + "\"}";
-    ttft += "mmserve_time_to_first_token_seconds_sum" + labels + " " + Shortest(*ns / 1e9) +
-            "\nmmserve_time_to_first_token_seconds_count" + labels + " " + Shortest(*n) + "\n";
-  }
-  t.Plain("mmserve_http_open_connections", "gauge", "Open HTTP connections",
+  w.Plain("mmserve_http_open_connections", "gauge", "Open HTTP connections",
           static_cast<double>(server.open_connections));
-  t.Plain("mmserve_http_requests_in_progress", "gauge", "HTTP requests being handled",
+  w.Plain("mmserve_http_requests_in_progress", "gauge", "HTTP requests being handled",
           static_cast<double>(server.requests_in_progress));
-  t.Plain("mmserve_http_refused_connections_total", "counter",
+  w.Plain("mmserve_http_refused_connections_total", "counter",
           "Connections refused over global.max_connections",
           static_cast<double>(server.refused_connections));
-  t.Plain("mmserve_http_refused_requests_total", "counter",
+  w.Plain("mmserve_http_refused_requests_total", "counter",
           "Requests refused over global.max_in_flight",
           static_cast<double>(server.refused_requests));
-  return text + t.str() + ttft;
+  // Time to first token as a summary without quantiles: _sum and _count.
+  w.Summary("mmserve_time_to_first_token_seconds", "Arrival to the first generated token",
+            [](M m) -> std::optional<double> {
+              const auto ns = Counter(m, "first_token_ns");
+              return ns ? std::optional<double>(*ns / 1e9) : std::nullopt;
+            },
+            [](M m) { return Counter(m, "first_tokens"); });
+  return w.str();
 }
 
 }  // namespace mmserve

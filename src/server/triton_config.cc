@@ -26,14 +26,18 @@ int64_t Micros(std::chrono::milliseconds ms) { return ms.count() * 1000; }
 
 }  // namespace
 
+std::string PlatformOf(const ModelInfo& info) {
+  return info.signature.platform.empty() ? "mmserve_" + info.config.backend
+                                         : info.signature.platform;
+}
+
 json TritonModelConfig(const ModelInfo& info) {
   const ModelConfig& m = info.config;
   json versions = json::array();
   for (int64_t v : info.versions) versions.push_back(v);
   json config = {
       {"name", m.name},
-      {"platform", info.signature.platform.empty() ? "mmserve_" + m.backend
-                                                   : info.signature.platform},
+      {"platform", PlatformOf(info)},
       {"backend", m.backend},
       {"version_policy", {{"specific", {{"versions", versions}}}}},
       {"max_batch_size", 0},

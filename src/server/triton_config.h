@@ -14,4 +14,7 @@ namespace mmserve {
 
 nlohmann::json TritonModelConfig(const ModelInfo& info);
 
+// The model's platform string (`<project>_<format>`): the backend's, else mmserve_<backend>.
+std::string PlatformOf(const ModelInfo& info);
+
 }  // namespace mmserve

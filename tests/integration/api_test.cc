@@ -82,15 +82,7 @@ std::vector<std::string> Events(const std::string& body) {
   return out;
 }
 
-// Runs `command` through the shell; returns {exit code, stdout}.
-std::pair<int, std::string> Shell(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  const int status = ::pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
+using testing::RunShell;
 
 class ApiTest : public ::testing::Test {
  protected:
@@ -212,7 +204,7 @@ TEST_F(ApiTest, EmbeddingsTakeStringsListsAndTokenIdsInFloatOrBase64) {
              {{"model", "embedder"}, {"input", "hello world"}, {"encoding_format", "base64"}});
   ASSERT_EQ(res.status, 200) << res.body;
   const std::string b64 = Parse(res)["data"][0]["embedding"];
-  auto [rc, decoded] = Shell("printf '%s' '" + b64 + "' | base64 -d | od -An -v -tf4 -w4");
+  auto [rc, decoded] = RunShell("printf '%s' '" + b64 + "' | base64 -d | od -An -v -tf4 -w4");
   ASSERT_EQ(rc, 0);
   std::istringstream values(decoded);
   for (size_t i = 0; i < vector.size(); ++i) {
@@ -365,7 +357,7 @@ TEST_F(ApiTest, ModelsConfigAndMetricsAfterTraffic) {
   EXPECT_THAT(res.body, ::testing::ContainsRegex(
                             "mmserve_tokens_generated_total\\{model=\"llm\",version=\"1\"\\} [1-9]"));
   const auto file = server_->dir().Write("metrics.txt", res.body);
-  auto [rc, out] = Shell("promtool check metrics < " + file.string() + " 2>&1");
+  auto [rc, out] = RunShell("promtool check metrics < " + file.string() + " 2>&1");
   EXPECT_EQ(rc, 0) << out;
 }
 
@@ -376,7 +368,7 @@ TEST(OpenAiClientTest, OfficialSdkRunsChatCompletionsAndEmbeddings) {
       << "the openai npm package is missing: scripts/test.sh installs it";
   Server server(TrioConfig());
   ASSERT_TRUE(server.Start()) << server.Log();
-  auto [rc, out] = Shell("NODE_PATH=" + modules + " node " + MMSERVE_SOURCE_DIR +
+  auto [rc, out] = RunShell("NODE_PATH=" + modules + " node " + MMSERVE_SOURCE_DIR +
                          "/tests/integration/clients/openai_client.cjs " +
                          std::to_string(server.port()) + " 2>&1");
   ASSERT_EQ(rc, 0) << out << server.Log();

@@ -26,13 +26,7 @@ int FreePort() {
   return a.local_endpoint().port();
 }
 
-std::string Curl(const std::string& args) {
-  std::string out;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(("curl -s " + args).c_str(), "r"), ::pclose);
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe.get())) out.append(buf, n);
-  return out;
-}
+std::string Curl(const std::string& args) { return testing::RunShell("curl -s " + args).second; }
 
 TEST(DemoTest, RunCommandServesTheDemoAndIsReady) {
   testing::TempDir dir;

@@ -21,14 +21,6 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-std::pair<int, std::string> Shell(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  return {WEXITSTATUS(::pclose(pipe)), out};
-}
-
 int GrpcPort(const std::string& log) {
   std::smatch m;
   static const std::regex kGrpc(R"(grpc listening on [0-9.]+:([0-9]+))");
@@ -39,7 +31,7 @@ int GrpcPort(const std::string& log) {
 json RunClient(const testing::TempDir& dir, int port, const std::string& key = "") {
   const std::string source = MMSERVE_SOURCE_DIR;
   const std::string stubs = (dir.path() / "stubs").string();
-  auto [rc, out] = Shell("mkdir -p " + stubs + " && protoc -I " + source +
+  auto [rc, out] = testing::RunShell("mkdir -p " + stubs + " && protoc -I " + source +
                          "/src/server/grpc --python_out=" + stubs + " --grpc_python_out=" + stubs +
                          " --plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin "
                          "grpc_service.proto 2>&1 && /usr/bin/python3 " + source +

@@ -31,13 +31,7 @@ using testing::ServerProcess;
 const std::vector<std::string> kTexts = {"hello world", "The quick brown fox jumps over the lazy dog.",
                                          "mmserve hosts many models", "a"};
 
-std::string RunStdout(const std::string& command) {
-  std::string out;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
-  char buf[65536];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe.get())) out.append(buf, n);
-  return out;
-}
+std::string RunStdout(const std::string& command) { return testing::RunShell(command).second; }
 
 class LlamaReferenceTest : public ::testing::Test {
  protected:

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 
 namespace mmserve::testing {
 
@@ -23,5 +24,8 @@ class TempDir {
 };
 
 std::string ReadFile(const std::filesystem::path& path);
+
+// Runs `command` with /bin/sh; returns its exit code and what it wrote to stdout.
+std::pair<int, std::string> RunShell(const std::string& command);
 
 }  // namespace mmserve::testing

@@ -229,6 +229,14 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
     return access.Check(scope, authorization);
   }
 
+  // The model version a metadata-style request names, after checking the caller's key.
+  Result<ModelInfo> Lookup(CallbackServerContext* context, const std::string& name,
+                           const std::string& version_text) const {
+    MMS_RETURN_IF_ERROR(Authorize(context, Scope::kInference));
+    MMS_ASSIGN_OR_RETURN(const int64_t version, ParseVersion(version_text, "version"));
+    return service.GetModel(name, version);
+  }
+
   // Answers at once.
   static ServerUnaryReactor* Now(CallbackServerContext* context, const Status& s) {
     auto* reactor = context->DefaultReactor();
@@ -260,10 +268,7 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
 
   ServerUnaryReactor* ModelReady(CallbackServerContext* c, const pb::ModelReadyRequest* in,
                                  pb::ModelReadyResponse* out) override {
-    if (Status s = Authorize(c, Scope::kInference); !s.ok()) return Now(c, s);
-    auto version = ParseVersion(in->version(), "version");
-    if (!version.ok()) return Now(c, version.status());
-    auto info = service.GetModel(in->name(), *version);
+    auto info = Lookup(c, in->name(), in->version());
     if (!info.ok()) return Now(c, info.status());
     out->set_ready(info->state == ModelState::kReady && service.accepting());
     return Now(c, Status::Ok());
@@ -280,15 +285,11 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
 
   ServerUnaryReactor* ModelMetadata(CallbackServerContext* c, const pb::ModelMetadataRequest* in,
                                     pb::ModelMetadataResponse* out) override {
-    if (Status s = Authorize(c, Scope::kInference); !s.ok()) return Now(c, s);
-    auto version = ParseVersion(in->version(), "version");
-    if (!version.ok()) return Now(c, version.status());
-    auto info = service.GetModel(in->name(), *version);
+    auto info = Lookup(c, in->name(), in->version());
     if (!info.ok()) return Now(c, info.status());
     out->set_name(info->config.name);
     for (int64_t v : info->versions) out->add_versions(std::to_string(v));
-    out->set_platform(info->signature.platform.empty() ? "mmserve_" + info->config.backend
-                                                       : info->signature.platform);
+    out->set_platform(PlatformOf(*info));
     TensorMetadata(info->signature.inputs, out->mutable_inputs());
     TensorMetadata(info->signature.outputs, out->mutable_outputs());
     return Now(c, Status::Ok());
@@ -296,10 +297,7 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
 
   ServerUnaryReactor* ModelConfig(CallbackServerContext* c, const pb::ModelConfigRequest* in,
                                   pb::ModelConfigResponse* out) override {
-    if (Status s = Authorize(c, Scope::kInference); !s.ok()) return Now(c, s);
-    auto version = ParseVersion(in->version(), "version");
-    if (!version.ok()) return Now(c, version.status());
-    auto info = service.GetModel(in->name(), *version);
+    auto info = Lookup(c, in->name(), in->version());
     if (!info.ok()) return Now(c, info.status());
     google::protobuf::util::JsonParseOptions options;
     options.ignore_unknown_fields = true;

@@ -35,10 +35,6 @@ class InProgress {
     std::lock_guard lock(mu_);
     ++count_;
   }
-  int64_t count() {
-    std::lock_guard lock(mu_);
-    return count_;
-  }
   void End() {
     std::lock_guard lock(mu_);
     if (--count_ == 0) idle_.notify_all();
@@ -79,11 +75,9 @@ struct Shared {
   }
 };
 
-// 503 with Retry-After: the server is at a limit; the client should come back shortly.
+// 503 (with Retry-After): the server is at a limit; the client should come back shortly.
 HttpResponse Overloaded(const std::string& why) {
-  HttpResponse res = HttpRouter::ErrorResponse(Unavailable(why), 11, false);
-  res.set(http::field::retry_after, "1");
-  return res;
+  return HttpRouter::ErrorResponse(Unavailable(why), 11, false);
 }
 
 // One client connection: read a request, hand it to the router, write its response, repeat.

@@ -34,8 +34,7 @@ json ModelMetadata(const ModelInfo& info) {
   for (int64_t v : info.versions) versions.push_back(std::to_string(v));
   json out = {{"name", info.config.name},
               {"versions", versions},
-              {"platform", info.signature.platform.empty() ? "mmserve_" + info.config.backend
-                                                           : info.signature.platform},
+              {"platform", PlatformOf(info)},
               {"inputs", TensorSpecsToJson(info.signature.inputs)},
               {"outputs", TensorSpecsToJson(info.signature.outputs)},
               {"state", std::string(ModelStateName(info.state))}};
@@ -133,14 +132,19 @@ HttpResponse HttpRouter::JsonResponse(http::status code, std::string body, unsig
   return res;
 }
 
+void HttpRouter::MarkRetryable(HttpResponse& response) {
+  if (response.result() == http::status::too_many_requests ||
+      response.result() == http::status::service_unavailable) {
+    response.set(http::field::retry_after, "1");
+  }
+}
+
 HttpResponse HttpRouter::ErrorResponse(const Status& status, unsigned version, bool keep_alive) {
   json body = {{"error", std::string(status.message())}};
   const http::status code = HttpStatusFor(status.code());
   HttpResponse res = JsonResponse(code, body.dump(-1, ' ', false, json::error_handler_t::replace),
                                   version, keep_alive);
-  if (code == http::status::too_many_requests || code == http::status::service_unavailable) {
-    res.set(http::field::retry_after, "1");  // overload and loading pass; retry soon
-  }
+  MarkRetryable(res);
   return res;
 }
 

@@ -56,6 +56,9 @@ class HttpRouter {
 
   void Handle(HttpRequest request, HttpReply reply, HttpConnection connection);
 
+  // 429 and 503 pass (a full queue, a model loading, a limit reached): the answer says when to
+  // come back. Every error answer goes through here.
+  static void MarkRetryable(HttpResponse& response);
   // {"error": message} with the status that `status` maps to.
   static HttpResponse ErrorResponse(const Status& status, unsigned version, bool keep_alive);
   static HttpResponse JsonResponse(boost::beast::http::status code, std::string body,

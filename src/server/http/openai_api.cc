@@ -85,9 +85,7 @@ HttpResponse ApiError(const Status& status, Dialect dialect, unsigned v, bool ka
               {"code", static_cast<int>(code)}}}};
   }
   HttpResponse res = HttpRouter::JsonResponse(code, Dump(body), v, ka);
-  if (code == http::status::too_many_requests || code == http::status::service_unavailable) {
-    res.set(http::field::retry_after, "1");
-  }
+  HttpRouter::MarkRetryable(res);
   return res;
 }
 
@@ -502,13 +500,15 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
   bool tei = target == "/embed";
   Dialect dialect = tei ? Dialect::kTei : Dialect::kOpenAi;
   auto fail = [&](const Status& s) { reply(ApiError(s, dialect, v, ka)); };
+  auto wrong_method = [&](const char* allowed) {
+    HttpResponse res =
+        ApiError(InvalidArgument("use " + std::string(allowed) + " for " + path), dialect, v, ka);
+    res.result(http::status::method_not_allowed);
+    reply(std::move(res));
+  };
 
   if (target == "/v1/models" || target.starts_with("/v1/models/")) {
-    if (request.method() != http::verb::get) {
-      HttpResponse res = ApiError(InvalidArgument("use GET for " + path), dialect, v, ka);
-      res.result(http::status::method_not_allowed);
-      return reply(std::move(res));
-    }
+    if (request.method() != http::verb::get) return wrong_method("GET");
     const std::string only =
         target.size() > 11 ? std::string(target.substr(11)) : std::string();
     json data = json::array();
@@ -537,11 +537,7 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
         http::status::ok, Dump({{"object", "list"}, {"data", data}}), v, ka));
   }
 
-  if (request.method() != http::verb::post) {
-    HttpResponse res = ApiError(InvalidArgument("use POST for " + path), dialect, v, ka);
-    res.result(http::status::method_not_allowed);
-    return reply(std::move(res));
-  }
+  if (request.method() != http::verb::post) return wrong_method("POST");
   const json body = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded() || !body.is_object()) {
     return fail(InvalidArgument("request body: expected a JSON object"));
@@ -654,28 +650,29 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
       return j.is_array() && !j.empty() &&
              std::all_of(j.begin(), j.end(), [](const json& t) { return t.is_number_integer(); });
     };
+    // One text's token ids as the TOKENS input holds them: little-endian int32.
+    auto pack_ids = [](const json& list) {
+      std::string packed;
+      for (const auto& t : list) {
+        const auto id = static_cast<int32_t>(t.get<int64_t>());
+        packed.append(reinterpret_cast<const char*>(&id), sizeof id);
+      }
+      return packed;
+    };
     std::vector<std::string> texts;
     bool ids = false;
     if (input->is_string()) {
       texts.push_back(input->get<std::string>());
     } else if (!tei && is_ids(*input)) {
       ids = true;
-      texts.emplace_back();
-      for (const auto& t : *input) {
-        const auto id = static_cast<int32_t>(t.get<int64_t>());
-        texts.back().append(reinterpret_cast<const char*>(&id), sizeof id);
-      }
+      texts.push_back(pack_ids(*input));
     } else if (input->is_array() && !input->empty()) {
       ids = !tei && (*input)[0].is_array();
       for (size_t i = 0; i < input->size(); ++i) {
         const json& item = (*input)[i];
         const std::string at = std::string(key) + "[" + std::to_string(i) + "]";
         if (ids && is_ids(item)) {
-          texts.emplace_back();
-          for (const auto& t : item) {
-            const auto id = static_cast<int32_t>(t.get<int64_t>());
-            texts.back().append(reinterpret_cast<const char*>(&id), sizeof id);
-          }
+          texts.push_back(pack_ids(item));
         } else if (!ids && item.is_string()) {
           texts.push_back(item.get<std::string>());
         } else {

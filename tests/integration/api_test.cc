@@ -220,6 +220,10 @@ TEST_F(ApiTest, EmbeddingsTakeStringsListsAndTokenIdsInFloatOrBase64) {
   res = Post("/v1/embeddings", {{"model", "embedder"}, {"input", {{101, 99999999}}}});
   EXPECT_EQ(res.status, 400) << res.body;
   EXPECT_THAT(res.body, HasSubstr("TOKENS[0]"));
+  // An id beyond int32 is refused, not wrapped into some other token.
+  res = Post("/v1/embeddings", {{"model", "embedder"}, {"input", {{101, int64_t{1} << 32 | 102}}}});
+  EXPECT_EQ(res.status, 400) << res.body;
+  EXPECT_EQ(Parse(res)["error"]["param"], "input[0]");
 
   // TEI's /embed: bare vectors, the same numbers.
   res = Post("/embed", {{"inputs", {"hello world"}}});

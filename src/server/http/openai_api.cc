@@ -646,9 +646,13 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
     const char* key = tei ? "inputs" : "input";
     const json* input = Field(body, key);
     if (!input) return fail(FieldError(key, "required"));
+    // A list of token ids; each must fit the int32 the model's TOKENS input holds.
     auto is_ids = [](const json& j) {
       return j.is_array() && !j.empty() &&
-             std::all_of(j.begin(), j.end(), [](const json& t) { return t.is_number_integer(); });
+             std::all_of(j.begin(), j.end(), [](const json& t) {
+               return t.is_number_integer() && t.get<int64_t>() >= 0 &&
+                      t.get<int64_t>() <= INT32_MAX;
+             });
     };
     // One text's token ids as the TOKENS input holds them: little-endian int32.
     auto pack_ids = [](const json& list) {

@@ -165,6 +165,33 @@ TEST_F(ConfigParserTest, ReportsEveryErrorAtOnce) {
                              "found 0"));
 }
 
+// The API surface's settings: read, and wrong values named with their position.
+TEST_F(ConfigParserTest, ReadsAndChecksTheApiSettings) {
+  const std::string model = "models:\n  - {name: m, backend: identity}\n";
+  auto ok = Parse("global: {grpc_port: 0, api_key: a, admin_key: b, max_connections: 8, "
+                  "max_in_flight: 4, cors_origins: [\"https://x.example\", \"*\"]}\n" + model);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->global.grpc_port, 0);
+  EXPECT_EQ(ok->global.api_key, "a");
+  EXPECT_EQ(ok->global.admin_key, "b");
+  EXPECT_EQ(ok->global.max_connections, 8);
+  EXPECT_EQ(ok->global.max_in_flight, 4);
+  EXPECT_EQ(ok->global.cors_origins, (std::vector<std::string>{"https://x.example", "*"}));
+  auto none = Parse(model);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->global.grpc_port.has_value());  // no gRPC unless asked for
+
+  auto bad = Parse("global: {grpc_port: 70000, max_connections: 0, cors_origins: x}\n" + model);
+  ASSERT_FALSE(bad.ok());
+  const std::string msg(bad.status().message());
+  EXPECT_THAT(msg, HasSubstr("global.grpc_port: expected an integer in 0..65535, found 70000"));
+  EXPECT_THAT(msg, HasSubstr("global.max_connections: expected an integer in 1..1048576"));
+  EXPECT_THAT(msg, HasSubstr("global.cors_origins: expected a list of origins"));
+  bad = Parse("global: {cors_origins: [\"\"]}\n" + model);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("global.cors_origins[0]: expected an origin"));
+}
+
 TEST_F(ConfigParserTest, BackendParamsAreValidatedWithPositions) {
   auto config = Parse(
       "models:\n"

@@ -23,7 +23,7 @@ if grep -rnE '\b(aclInit|aclFinalize|llama_backend_init|llama_backend_free|cuIni
   echo "runtime init/finalize outside src/runtime/: only RuntimeGuard's runtimes may call these"
   fail=1
 fi
-if grep -rnE '#include [<"](llama|ggml|acl/acl|cuda_runtime)[a-z_-]*\.h' . |
+if grep -rnE '#include [<"](llama|ggml|acl/acl|cuda_runtime|runtime/acl/)[a-z_-]*(\.h)?' . |
    grep -vE '^\./(runtime|backend/(llama|acl))/'; then
   echo "engine header outside its backend folder"
   fail=1

@@ -46,7 +46,9 @@ bool BackendRegistry::NeedsPath(const std::string& backend) const {
 std::optional<int> BackendRegistry::DeviceCount(const std::string& backend) const {
   auto it = backends_.find(backend);
   if (it == backends_.end()) return std::nullopt;
-  return it->second->runtime().DeviceCount();
+  const int count = it->second->runtime().DeviceCount();
+  if (count < 0) return std::nullopt;  // the runtime cannot say (AscendCL absent)
+  return count;
 }
 
 void BackendRegistry::ValidateModel(const ModelConfig& model, ConfigErrors& errors) const {

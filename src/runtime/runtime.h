@@ -32,7 +32,8 @@ class Runtime {
 
   // A stable name for logs and errors: "acl", "cuda", "ggml", "host".
   virtual std::string name() const = 0;
-  // The number of devices the runtime sees; may be called before Initialize().
+  // The number of devices the runtime sees, or -1 when it cannot say (its library is absent);
+  // may be called before Initialize().
   virtual int DeviceCount() const = 0;
 
   // Process-wide init/finalize (aclInit/aclFinalize, llama_backend_init/free).

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <set>
 
+#include "backend/acl/acl_backend.h"
 #include "backend/identity/identity_backend.h"
 #include "backend/llama/llama_backend.h"
 #include "common/logging.h"
@@ -21,6 +22,27 @@ namespace mmserve {
 BuiltIns::BuiltIns() {
   backends.Register(std::make_unique<IdentityBackend>(host_runtime));
   backends.Register(std::make_unique<LlamaBackend>(ggml_runtime));
+  backends.Register(std::make_unique<AclBackend>(acl_runtime));
+}
+
+std::vector<RuntimeLease> HoldRuntimes(const ServerConfig& config, const BackendRegistry& backends,
+                                       RuntimeGuard& guard) {
+  std::vector<RuntimeLease> leases;
+  std::set<std::pair<Runtime*, int>> held;
+  for (const auto& m : config.models) {
+    auto backend = backends.Find(m.backend);
+    if (!backend.ok()) continue;
+    Runtime& runtime = (*backend)->runtime();
+    if (!held.insert({&runtime, m.device_id}).second) continue;
+    auto lease = guard.Acquire(runtime, m.device_id);
+    if (!lease.ok()) {
+      spdlog::warn("runtime {} device {}: {}; its models will not load", runtime.name(),
+                   m.device_id, lease.status().message());
+      continue;
+    }
+    leases.push_back(std::move(*lease));
+  }
+  return leases;
 }
 
 int Validate(const std::filesystem::path& config, bool plan) {
@@ -41,6 +63,8 @@ int Validate(const std::filesystem::path& config, bool plan) {
     }
   }
   if (!plan) return 0;
+  RuntimeGuard guard;  // device capacities and model sizes need the runtimes up
+  std::vector<RuntimeLease> runtimes = HoldRuntimes(*parsed, builtins.backends, guard);
   const auto plans = PlanMemory(*parsed, builtins.backends);
   std::cout << "memory plan:\n" << FormatPlan(plans);
   for (const auto& p : plans) {
@@ -97,19 +121,6 @@ int Serve(const ServeOptions& options) {
   }
   const GlobalConfig global = config->global;
 
-  // Preflight: refuse to start when the start-up models cannot fit, before anything loads.
-  const auto plans = PlanMemory(*config, builtins.backends);
-  for (const auto& p : plans) {
-    if (!p.fits()) {
-      spdlog::error("refusing to start: the start-up models do not fit in device {}'s memory "
-                    "budget\n{}",
-                    p.domain, FormatPlan(plans));
-      return 4;
-    }
-    spdlog::info("memory plan: device {}: start-up models need {} MiB of {} MiB ({})", p.domain,
-                 p.required() >> 20, p.limit() >> 20, p.budget_source);
-  }
-
   // One server per device: lock every device a model is placed on before touching any runtime.
   std::set<int> devices;
   for (const auto& m : config->models) devices.insert(m.device_id);
@@ -124,6 +135,21 @@ int Serve(const ServeOptions& options) {
   }
 
   RuntimeGuard guard;  // outlives the service, whose models hold its leases
+  std::vector<RuntimeLease> runtimes = HoldRuntimes(*config, builtins.backends, guard);
+
+  // Preflight: refuse to start when the start-up models cannot fit, with the devices open, before anything loads.
+  const auto plans = PlanMemory(*config, builtins.backends);
+  for (const auto& p : plans) {
+    if (!p.fits()) {
+      spdlog::error("refusing to start: the start-up models do not fit in device {}'s memory "
+                    "budget\n{}",
+                    p.domain, FormatPlan(plans));
+      return 4;
+    }
+    spdlog::info("memory plan: device {}: start-up models need {} MiB of {} MiB ({})", p.domain,
+                 p.required() >> 20, p.limit() >> 20, p.budget_source);
+  }
+
   InferenceService service(std::move(*config), builtins.backends, guard);
   service.LoadStartupModels();
 
@@ -181,6 +207,7 @@ int Serve(const ServeOptions& options) {
   service.Shutdown(global.drain_timeout);
   (*frontend)->Stop();
   spdlog::info("http: stopped");
+  runtimes.clear();  // the last leases: the runtimes close and finalize, newest first
   locks.clear();
   spdlog::info("shutdown complete");
   return 0;

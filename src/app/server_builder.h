@@ -9,8 +9,11 @@
 #include <string>
 
 #include "backend/backend_registry.h"
+#include "config/model_config.h"
+#include "runtime/acl_runtime.h"
 #include "runtime/ggml_runtime.h"
 #include "runtime/host_runtime.h"
+#include "runtime/runtime_guard.h"
 
 namespace mmserve {
 
@@ -19,9 +22,18 @@ namespace mmserve {
 struct BuiltIns {
   HostRuntime host_runtime;
   GgmlRuntime ggml_runtime;
+  AclRuntime acl_runtime;
   BackendRegistry backends;
   BuiltIns();
 };
+
+// Opens every (runtime, device) the models are placed on, so that the server owns each runtime
+// from start to shutdown: initialized once, before device memory is read or anything loads, and
+// finalized only after the last model is gone — never in between when a model idles out
+// (AscendCL cannot be initialized again after aclFinalize in one process). A runtime that cannot
+// open is logged; its models then fail to load with the same reason, and the others serve.
+std::vector<RuntimeLease> HoldRuntimes(const ServerConfig& config, const BackendRegistry& backends,
+                                       RuntimeGuard& guard);
 
 struct ServeOptions {
   std::filesystem::path config;

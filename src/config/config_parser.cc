@@ -324,6 +324,7 @@ class Parser {
     m.device_id = static_cast<int>(r.Int("device_id", global.device, 0, 1023));
     m.batch_size = static_cast<int>(r.Int("batch_size", m.batch_size, 1, 4096));
     m.max_batch = static_cast<int>(r.Int("max_batch", std::max(m.batch_size, 1), 1, 4096));
+    m.max_batch_set = r.Has("max_batch");
     m.dynamic_batch = r.Bool("dynamic_batch", m.dynamic_batch);
     for (int64_t tier : r.IntList("batch_tiers", 1, 4096)) {
       m.batch_tiers.push_back(static_cast<int>(tier));

@@ -66,6 +66,7 @@ struct ModelConfig {
   int device_id = 0;
   int batch_size = 1;          // the batch the model was compiled for
   int max_batch = 1;           // the largest batch the server forms
+  bool max_batch_set = false;  // named in the file; otherwise a model's own gears set it
   // How long a worker holding a partial batch waits for it to fill (0 = take what is queued).
   std::chrono::milliseconds max_queue_delay{0};
   bool dynamic_batch = false;

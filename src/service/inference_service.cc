@@ -110,7 +110,12 @@ InferenceService::InferenceService(ServerConfig config, const BackendRegistry& b
   for (const auto& m : config_.models) {
     auto entry = MakeEntry(m);
     // Budgets only: the estimates are taken at each load (preflight took them before start).
-    budgets_[entry->domain] = BudgetFor(MemoryOf(m, backends_), config_.global);
+    // A device whose capacity its runtime cannot tell yet (AscendCL before aclInit) gets its
+    // budget at its first load, with the runtime up.
+    const DeviceMemory memory = MemoryOf(m, backends_);
+    budgets_[entry->domain] = memory.total > 0 || config_.global.memory_pool_mb > 0
+                                  ? BudgetFor(memory, config_.global)
+                                  : kBudgetUnknown;
     devices_.insert(m.device_id);
     versions[m.name][m.version] = std::move(entry);
   }
@@ -412,22 +417,25 @@ void InferenceService::Load(Entry& entry) {
   };
   auto backend = backends_.Find(m.backend);
   if (!backend.ok()) return fail(backend.status());
-  auto estimate = (*backend)->Estimate(m);
-  if (!estimate.ok()) return fail(estimate.status());
-  if (Status room = MakeRoom(entry, estimate->bytes); !room.ok()) return fail(room);
   auto loaded = std::make_shared<LoadedModel>();
-  // Loads run one at a time (start-up, then the loader thread), so the heap's growth over this
-  // one is its measured footprint: weights, contexts and buffers, whatever the backend reports.
-  const int64_t heap_before = HeapBytesInUse();
+  // The runtime first: sizing a model may need it up (aclmdlQuerySize after aclInit).
   auto lease = guard_.Acquire((*backend)->runtime(), m.device_id);
   if (!lease.ok()) return fail(lease.status());
   loaded->lease = std::move(*lease);
+  auto estimate = (*backend)->Estimate(m);
+  if (!estimate.ok()) return fail(estimate.status());
+  if (Status room = MakeRoom(entry, estimate->bytes); !room.ok()) return fail(room);
+  // Loads run one at a time (start-up, then the loader thread), so the heap's growth over this
+  // one is its measured footprint: weights, contexts and buffers, whatever the backend reports.
+  const int64_t heap_before = HeapBytesInUse();
   auto session = (*backend)->Load(m);
   if (!session.ok()) return fail(session.status());
   loaded->session = std::move(*session);
-  // The model's own gears (compiled batch sizes) unless the config names tiers.
+  // The model's own gears (compiled batch sizes) unless the config names tiers; without a
+  // max_batch in the file, batches grow to the largest gear.
   std::vector<int> tiers = m.batch_tiers.empty() ? loaded->session->batch_tiers() : m.batch_tiers;
   int max_batch = m.max_batch;
+  if (m.batch_tiers.empty() && !tiers.empty() && !m.max_batch_set) max_batch = tiers.back();
   if (!tiers.empty()) max_batch = std::min(max_batch, tiers.back());
   auto scheduler = ModelScheduler::Create(
       {.model = m.name,
@@ -478,7 +486,14 @@ int64_t InferenceService::Footprint(const Entry& entry) {
 }
 
 Status InferenceService::MakeRoom(const Entry& loading, int64_t bytes) {
-  const int64_t budget = budgets_.at(loading.domain);
+  int64_t& budget = budgets_.at(loading.domain);
+  if (budget == kBudgetUnknown) {
+    const DeviceMemory memory = MemoryOf(loading.config, backends_);
+    if (memory.total == 0) return Status::Ok();  // still unknown: the load itself will say
+    budget = BudgetFor(memory, config_.global);
+    spdlog::info("memory: device {} budget {} MiB (capacity read at its first load)",
+                 loading.domain, budget >> 20);
+  }
   auto mib = [](int64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; };
   while (true) {
     int64_t used = 0;

@@ -183,7 +183,10 @@ class InferenceService {
   RuntimeGuard& guard_;              // not owned
 
   JobStore jobs_;  // before the models: outlives every model's callbacks
-  std::map<std::string, int64_t> budgets_;  // per memory domain; fixed after construction
+  // Per memory domain; fixed after construction, except that a kBudgetUnknown (a capacity the
+  // runtime could not tell before it was up) is read at the domain's first load.
+  static constexpr int64_t kBudgetUnknown = -1;
+  std::map<std::string, int64_t> budgets_;
   std::set<int> devices_;                   // device ids locked at start; fixed
 
   mutable std::shared_mutex models_mu_;

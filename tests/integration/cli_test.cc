@@ -91,7 +91,7 @@ TEST(CliTest, DoctorReportsTheHostAndNeverFailsWithoutAccelerators) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_THAT(out, HasSubstr("cpu:"));
   EXPECT_THAT(out, HasSubstr("memory:"));
-  EXPECT_THAT(out, HasSubstr("backends compiled in: identity, llama"));
+  EXPECT_THAT(out, HasSubstr("backends compiled in: acl, identity, llama"));
   EXPECT_THAT(out, HasSubstr("AscendCL: "));
   EXPECT_THAT(out, HasSubstr("CUDA: "));
   EXPECT_THAT(out, HasSubstr("no mmserve holds a device"));

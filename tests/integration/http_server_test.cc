@@ -285,7 +285,7 @@ TEST_F(ShutdownTest, SigtermDrainsInFlightRequestsAndUnloadsInReverseLoadOrder) 
   const std::vector<std::string> steps = {
       "model echo: loaded", "model slow: loaded", "received SIGTERM",
       "http: stopped accepting connections", "model slow: unloading", "model slow: unloaded",
-      "model echo: unloading", "runtime host: finalized", "model echo: unloaded",
+      "model echo: unloading", "model echo: unloaded", "runtime host: finalized",
       "shutdown complete"};
   size_t at = 0;
   for (const auto& step : steps) {

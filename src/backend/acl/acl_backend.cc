@@ -1,0 +1,706 @@
+#include "backend/acl/acl_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "common/logging.h"
+
+namespace mmserve {
+namespace {
+
+using namespace std::chrono_literals;
+using acl::aclError;
+using acl::AclApi;
+using ApiPtr = std::shared_ptr<const AclApi>;
+
+constexpr auto kSyncSlice = 50ms;  // how often a waiting worker looks for an abort
+
+struct AclOptions {
+  bool pool = false;
+  std::string soc_version;
+  std::chrono::milliseconds sync_timeout{10'000};
+};
+
+AclOptions ReadOptions(const ModelConfig& model, ConfigErrors& errors) {
+  ParamReader r(model.params, errors);
+  AclOptions o;
+  o.pool = r.String("memory", "independent", {"independent", "pool"}) == "pool";
+  o.soc_version = r.String("soc_version", "");
+  o.sync_timeout = std::chrono::milliseconds(r.Int("sync_timeout_ms", 10'000, 0, 3'600'000));
+  r.Finish();
+  return o;
+}
+
+std::optional<DataType> KServeType(int acl_type) {
+  switch (acl_type) {
+    case acl::kAclFloat: return DataType::kFp32;
+    case acl::kAclFloat16: return DataType::kFp16;
+    case acl::kAclBf16: return DataType::kBf16;
+    case acl::kAclDouble: return DataType::kFp64;
+    case acl::kAclInt8: return DataType::kInt8;
+    case acl::kAclInt16: return DataType::kInt16;
+    case acl::kAclInt32: return DataType::kInt32;
+    case acl::kAclInt64: return DataType::kInt64;
+    case acl::kAclUint8: return DataType::kUint8;
+    case acl::kAclUint16: return DataType::kUint16;
+    case acl::kAclUint32: return DataType::kUint32;
+    case acl::kAclUint64: return DataType::kUint64;
+    case acl::kAclBool: return DataType::kBool;
+    default: return std::nullopt;
+  }
+}
+
+// One input or output of the model, as its description says.
+struct AclTensor {
+  std::string name;
+  DataType type = DataType::kFp32;
+  Shape dims;             // as compiled; dims[0] is the batch (-1 with dynamic batch)
+  size_t row_bytes = 0;   // bytes per batch row
+};
+
+// What a session knows of its model before any instance exists.
+struct AclModelInfo {
+  std::vector<AclTensor> inputs;   // without the dynamic-batch input
+  std::vector<AclTensor> outputs;
+  std::vector<int> gears;          // ascending; a static model: {its batch}
+  bool dynamic = false;            // the gears are selectable (aclmdlSetDynamicBatchSize)
+  size_t work_size = 0;
+  size_t weight_size = 0;
+  int max_rows() const { return gears.back(); }
+};
+
+// The expected SoC: params.soc_version, else the sidecar file next to the model, else none.
+std::string ExpectedSoc(const ModelConfig& model, const AclOptions& o, std::string* source) {
+  if (!o.soc_version.empty()) {
+    *source = "params.soc_version";
+    return o.soc_version;
+  }
+  std::filesystem::path sidecar = model.path;
+  sidecar.replace_extension(".soc_version");
+  std::ifstream in(sidecar);
+  std::string soc;
+  if (in && std::getline(in, soc)) {
+    soc.erase(soc.find_last_not_of(" \t\r\n") + 1);
+    *source = sidecar.string();
+    return soc;
+  }
+  return "";
+}
+
+Status CheckSoc(const AclApi& api, const ModelConfig& model, const AclOptions& o) {
+  std::string source;
+  const std::string expected = ExpectedSoc(model, o, &source);
+  if (expected.empty() || !api.aclrtGetSocName) return Status::Ok();
+  const char* name = api.aclrtGetSocName();
+  if (!name) return Status::Ok();  // the device cannot say; the load itself still checks
+  const std::string actual = name;
+  if (actual == expected) return Status::Ok();
+  return FailedPrecondition("model '" + model.name + "' was compiled for SoC " + expected +
+                            " (" + source + ") but this device is " + actual +
+                            ": convert it again with atc --soc_version=" + actual);
+}
+
+// Binds `device` to the calling thread for a scope (aclrtSetDevice ... aclrtResetDevice).
+class DeviceBinding {
+ public:
+  static Result<DeviceBinding> Bind(ApiPtr api, int device, std::string_view what) {
+    if (aclError rc = api->aclrtSetDevice(device); rc != acl::kSuccess) {
+      return api->Error(what, "aclrtSetDevice", rc);
+    }
+    return DeviceBinding(std::move(api), device);
+  }
+  DeviceBinding(DeviceBinding&& other) noexcept
+      : api_(std::move(other.api_)), device_(std::exchange(other.device_, -1)) {}
+  DeviceBinding(const DeviceBinding&) = delete;
+  DeviceBinding& operator=(const DeviceBinding&) = delete;
+  DeviceBinding& operator=(DeviceBinding&&) = delete;
+  ~DeviceBinding() {
+    if (device_ >= 0 && api_->aclrtResetDevice(device_) != acl::kSuccess) {
+      spdlog::warn("acl: aclrtResetDevice({}): {}", device_, api_->RecentError());
+    }
+  }
+
+ private:
+  DeviceBinding(ApiPtr api, int device) : api_(std::move(api)), device_(device) {}
+  ApiPtr api_;
+  int device_;
+};
+
+// Reads a description into AclModelInfo (excluding the dynamic-batch input).
+Result<AclModelInfo> ReadDescription(const AclApi& api, acl::aclmdlDesc* desc,
+                                     const std::string& model) {
+  AclModelInfo info;
+  auto read = [&](bool input, size_t i) -> Result<AclTensor> {
+    acl::aclmdlIODims dims{};
+    const aclError rc = input ? api.aclmdlGetInputDims(desc, i, &dims)
+                              : api.aclmdlGetOutputDims(desc, i, &dims);
+    if (rc != acl::kSuccess) {
+      return api.Error("reading the description of '" + model + "'",
+                       input ? "aclmdlGetInputDims" : "aclmdlGetOutputDims", rc);
+    }
+    const char* name = input ? api.aclmdlGetInputNameByIndex(desc, i)
+                             : api.aclmdlGetOutputNameByIndex(desc, i);
+    AclTensor t{.name = name ? name : (input ? "input" : "output") + std::to_string(i)};
+    const int acl_type = input ? api.aclmdlGetInputDataType(desc, i)
+                               : api.aclmdlGetOutputDataType(desc, i);
+    auto type = KServeType(acl_type);
+    if (!type) {
+      return FailedPrecondition("model '" + model + "': " + (input ? "input" : "output") + " '" +
+                                t.name + "' has AscendCL datatype " + std::to_string(acl_type) +
+                                ", which mmserve cannot carry over KServe v2");
+    }
+    t.type = *type;
+    if (dims.dimCount == 0 || dims.dimCount > acl::kMaxDimCount) {
+      return FailedPrecondition("model '" + model + "': tensor '" + t.name +
+                                "' has no batch dimension (a scalar); mmserve batches on dims[0]");
+    }
+    t.dims.assign(dims.dims, dims.dims + dims.dimCount);
+    size_t row = DataTypeSize(t.type);
+    for (size_t d = 1; d < t.dims.size(); ++d) {
+      if (t.dims[d] <= 0) {
+        return FailedPrecondition("model '" + model + "': tensor '" + t.name + "' has shape " +
+                                  ShapeToString(t.dims) +
+                                  "; only the batch dimension may vary (dynamic image size and "
+                                  "dynamic dims are not supported)");
+      }
+      row *= static_cast<size_t>(t.dims[d]);
+    }
+    t.row_bytes = row;
+    return t;
+  };
+  size_t dynamic_index = SIZE_MAX;
+  if (api.aclmdlGetInputIndexByName(desc, acl::kDynamicTensorName, &dynamic_index) !=
+      acl::kSuccess) {
+    dynamic_index = SIZE_MAX;
+  }
+  const size_t n_in = api.aclmdlGetNumInputs(desc);
+  for (size_t i = 0; i < n_in; ++i) {
+    if (i == dynamic_index) continue;
+    MMS_ASSIGN_OR_RETURN(AclTensor t, read(true, i));
+    info.inputs.push_back(std::move(t));
+  }
+  for (size_t i = 0; i < api.aclmdlGetNumOutputs(desc); ++i) {
+    MMS_ASSIGN_OR_RETURN(AclTensor t, read(false, i));
+    info.outputs.push_back(std::move(t));
+  }
+  if (info.outputs.empty()) return FailedPrecondition("model '" + model + "' has no outputs");
+  acl::aclmdlBatch batch{};
+  if (api.aclmdlGetDynamicBatch(desc, &batch) == acl::kSuccess && batch.batchCount > 0) {
+    for (size_t i = 0; i < batch.batchCount && i < acl::kMaxBatchCount; ++i) {
+      info.gears.push_back(static_cast<int>(batch.batch[i]));
+    }
+    std::sort(info.gears.begin(), info.gears.end());
+    info.dynamic = true;
+    if (dynamic_index == SIZE_MAX) {
+      return FailedPrecondition("model '" + model + "' has dynamic batch gears but no " +
+                                std::string(acl::kDynamicTensorName) + " input");
+    }
+  } else {
+    (void)api.RecentError();
+    const Shape& first = (info.inputs.empty() ? info.outputs : info.inputs).front().dims;
+    info.gears = {static_cast<int>(std::max<int64_t>(1, first[0]))};
+  }
+  for (const auto* list : {&info.inputs, &info.outputs}) {
+    for (const auto& t : *list) {
+      if (info.dynamic ? t.dims[0] != -1 : t.dims[0] != info.gears[0]) {
+        return FailedPrecondition("model '" + model + "': tensor '" + t.name + "' has shape " +
+                                  ShapeToString(t.dims) + ", whose first dimension is not the "
+                                  "batch of the other tensors");
+      }
+    }
+  }
+  return info;
+}
+
+// The description without an instance: aclmdlGetDescFromFile where the library has it, else a
+// load in a scratch context on the calling (loader) thread. REQUIRES: the device bound.
+Result<AclModelInfo> Describe(const AclApi& api, const ModelConfig& model) {
+  const std::string path = model.path.string();
+  acl::aclmdlDesc* desc = api.aclmdlCreateDesc();
+  if (!desc) return ResourceExhausted("aclmdlCreateDesc returned null");
+  Result<AclModelInfo> info = Internal("unread");
+  aclError rc = api.aclmdlGetDescFromFile ? api.aclmdlGetDescFromFile(desc, path.c_str())
+                                          : acl::kErrorApiNotSupport;
+  if (rc == acl::kSuccess) {
+    info = ReadDescription(api, desc, model.name);
+  } else if (rc == acl::kErrorApiNotSupport) {
+    (void)api.RecentError();
+    acl::aclrtContext scratch = nullptr;
+    rc = api.aclrtCreateContext(&scratch, model.device_id);
+    if (rc != acl::kSuccess) {
+      info = api.Error("reading '" + path + "'", "aclrtCreateContext", rc);
+    } else {
+      uint32_t id = 0;
+      rc = api.aclmdlLoadFromFile(path.c_str(), &id);
+      if (rc != acl::kSuccess) {
+        info = api.Error("loading '" + path + "' to read its description", "aclmdlLoadFromFile", rc);
+      } else {
+        rc = api.aclmdlGetDesc(desc, id);
+        info = rc == acl::kSuccess ? ReadDescription(api, desc, model.name)
+                                   : Result<AclModelInfo>(api.Error("reading '" + path + "'",
+                                                                    "aclmdlGetDesc", rc));
+        if (api.aclmdlUnload(id) != acl::kSuccess) (void)api.RecentError();
+      }
+      if (api.aclrtDestroyContext(scratch) != acl::kSuccess) (void)api.RecentError();
+    }
+  } else {
+    info = api.Error("reading '" + path + "'", "aclmdlGetDescFromFile", rc);
+  }
+  (void)api.aclmdlDestroyDesc(desc);
+  return info;
+}
+
+class AclSession;
+
+// One worker's execution state: its context, stream, model id and I/O buffers. Created and
+// destroyed on its worker thread; only Abort() comes from another thread.
+class AclInstance final : public Instance {
+ public:
+  AclInstance(AclSession& session, int index) : session_(session), index_(index) {}
+  ~AclInstance() override { Teardown(); }
+
+  Status Create();
+  Status Execute(Execution& execution) override;
+  bool Abort() override {
+    aborted_.store(true);
+    return true;
+  }
+
+ private:
+  struct Buffer {
+    void* device = nullptr;
+    size_t size = 0;
+    acl::aclDataBuffer* wrapper = nullptr;
+    void* host = nullptr;  // pinned staging of the same size (not for the dynamic input)
+  };
+
+  Status Call(std::string_view what, std::string_view call, aclError rc) const;
+  Status AddBuffer(acl::aclmdlDataset* dataset, size_t size, bool staged, std::vector<Buffer>& out);
+  Status RunChunk(Execution& execution, std::span<BatchItem*> chunk, int rows);
+  Status Synchronize(Clock::time_point deadline);
+  void Teardown();
+
+  AclSession& session_;
+  const int index_;
+  std::optional<DeviceBinding> binding_;
+  acl::aclrtContext context_ = nullptr;
+  acl::aclrtStream stream_ = nullptr;
+  void* work_ = nullptr;  // pool mode: this load's work memory
+  bool loaded_ = false;
+  uint32_t model_id_ = 0;
+  acl::aclmdlDesc* desc_ = nullptr;
+  acl::aclmdlDataset* inputs_ = nullptr;
+  acl::aclmdlDataset* outputs_ = nullptr;
+  std::vector<Buffer> in_;   // model input order, the dynamic-batch input included
+  std::vector<Buffer> out_;
+  size_t dynamic_index_ = SIZE_MAX;
+  int64_t device_bytes_ = 0;
+  bool hung_ = false;  // the stream never completed: do not wait for it at teardown
+  std::atomic<bool> aborted_{false};
+};
+
+class AclSession final : public Session {
+ public:
+  AclSession(ApiPtr api, ModelConfig model, AclOptions options, AclModelInfo info,
+             ModelSignature signature)
+      : api_(std::move(api)),
+        model_(std::move(model)),
+        options_(std::move(options)),
+        info_(std::move(info)),
+        signature_(std::move(signature)) {}
+  ~AclSession() override {
+    if (!weights_) return;
+    // Pool mode: the shared weights go after every instance's unload.
+    auto bound = DeviceBinding::Bind(api_, model_.device_id, "freeing model weights");
+    if (!bound.ok() || api_->aclrtFree(weights_) != acl::kSuccess) {
+      spdlog::warn("acl: model {}: freeing its weight memory: {}", model_.name, api_->RecentError());
+    }
+  }
+
+  // Pool mode: allocates the weights once on the loader thread (the device bound).
+  Status AllocateWeights() {
+    if (!options_.pool || info_.weight_size == 0) return Status::Ok();
+    const aclError rc = api_->aclrtMalloc(&weights_, info_.weight_size, acl::kMemMallocHugeFirst);
+    if (rc != acl::kSuccess) {
+      weights_ = nullptr;
+      return api_->Error("allocating the weight memory of '" + model_.name + "'", "aclrtMalloc", rc);
+    }
+    device_bytes_ += static_cast<int64_t>(info_.weight_size);
+    return Status::Ok();
+  }
+
+  const ModelSignature& signature() const override { return signature_; }
+  int64_t resident_bytes() const override { return device_bytes_.load(); }
+  std::vector<int> batch_tiers() const override { return info_.gears; }
+  Result<std::unique_ptr<Instance>> CreateInstance(int index) override {
+    auto instance = std::make_unique<AclInstance>(*this, index);
+    MMS_RETURN_IF_ERROR(instance->Create());
+    return std::unique_ptr<Instance>(std::move(instance));
+  }
+  void Interrupt() override { interrupted_.store(true); }
+  std::map<std::string, int64_t> counters() const override {
+    std::lock_guard lock(mu_);
+    auto out = counters_;
+    out["device_bytes"] = device_bytes_.load();
+    return out;
+  }
+
+  const ApiPtr& api() const { return api_; }
+  const ModelConfig& model() const { return model_; }
+  const AclOptions& options() const { return options_; }
+  const AclModelInfo& info() const { return info_; }
+  void* weights() const { return weights_; }
+  bool interrupted() const { return interrupted_.load(); }
+  void AddDeviceBytes(int64_t bytes) { device_bytes_ += bytes; }
+  void Count(int gear, int rows) {
+    std::lock_guard lock(mu_);
+    ++counters_["executions"];
+    counters_["rows"] += rows;
+    counters_["padded_rows"] += gear - rows;
+    ++counters_["gear_" + std::to_string(gear)];
+  }
+
+ private:
+  const ApiPtr api_;
+  const ModelConfig model_;
+  const AclOptions options_;
+  const AclModelInfo info_;
+  const ModelSignature signature_;
+  void* weights_ = nullptr;  // pool mode
+  std::atomic<int64_t> device_bytes_{0};
+  std::atomic<bool> interrupted_{false};
+  mutable std::mutex mu_;
+  std::map<std::string, int64_t> counters_;  // guarded by mu_
+};
+
+Status AclInstance::Call(std::string_view what, std::string_view call, aclError rc) const {
+  if (rc == acl::kSuccess) return Status::Ok();
+  return session_.api()->Error("model '" + session_.model().name + "' instance " +
+                                   std::to_string(index_) + ": " + std::string(what),
+                               call, rc);
+}
+
+Status AclInstance::AddBuffer(acl::aclmdlDataset* dataset, size_t size, bool staged,
+                              std::vector<Buffer>& out) {
+  const AclApi& api = *session_.api();
+  Buffer& b = out.emplace_back();
+  b.size = std::max<size_t>(size, 1);
+  MMS_RETURN_IF_ERROR(Call("allocating an I/O buffer", "aclrtMalloc",
+                           api.aclrtMalloc(&b.device, b.size, acl::kMemMallocHugeFirst)));
+  device_bytes_ += static_cast<int64_t>(b.size);
+  session_.AddDeviceBytes(static_cast<int64_t>(b.size));
+  b.wrapper = api.aclCreateDataBuffer(b.device, b.size);
+  if (!b.wrapper) return ResourceExhausted("aclCreateDataBuffer returned null");
+  MMS_RETURN_IF_ERROR(Call("building a dataset", "aclmdlAddDatasetBuffer",
+                           api.aclmdlAddDatasetBuffer(dataset, b.wrapper)));
+  if (staged) {
+    MMS_RETURN_IF_ERROR(Call("allocating pinned host memory", "aclrtMallocHost",
+                             api.aclrtMallocHost(&b.host, b.size)));
+  }
+  return Status::Ok();
+}
+
+Status AclInstance::Create() {
+  const AclApi& api = *session_.api();
+  const ModelConfig& m = session_.model();
+  const std::string path = m.path.string();
+  // This worker thread's own device binding, context and stream.
+  auto binding = DeviceBinding::Bind(session_.api(), m.device_id, "binding the worker's device");
+  if (!binding.ok()) return binding.status();
+  binding_.emplace(std::move(*binding));
+  MMS_RETURN_IF_ERROR(Call("creating its context", "aclrtCreateContext",
+                           api.aclrtCreateContext(&context_, m.device_id)));
+  MMS_RETURN_IF_ERROR(Call("creating its stream", "aclrtCreateStream", api.aclrtCreateStream(&stream_)));
+  if (session_.options().pool) {
+    const size_t work = session_.info().work_size;
+    if (work > 0) {
+      MMS_RETURN_IF_ERROR(Call("allocating work memory", "aclrtMalloc",
+                               api.aclrtMalloc(&work_, work, acl::kMemMallocHugeFirst)));
+      device_bytes_ += static_cast<int64_t>(work);
+      session_.AddDeviceBytes(static_cast<int64_t>(work));
+    }
+    MMS_RETURN_IF_ERROR(Call("loading " + path, "aclmdlLoadFromFileWithMem",
+                             api.aclmdlLoadFromFileWithMem(path.c_str(), &model_id_, work_, work,
+                                                           session_.weights(),
+                                                           session_.info().weight_size)));
+  } else {
+    MMS_RETURN_IF_ERROR(Call("loading " + path, "aclmdlLoadFromFile",
+                             api.aclmdlLoadFromFile(path.c_str(), &model_id_)));
+    const auto own = static_cast<int64_t>(session_.info().work_size + session_.info().weight_size);
+    device_bytes_ += own;
+    session_.AddDeviceBytes(own);
+  }
+  loaded_ = true;
+  desc_ = api.aclmdlCreateDesc();
+  if (!desc_) return ResourceExhausted("aclmdlCreateDesc returned null");
+  MMS_RETURN_IF_ERROR(Call("reading its description", "aclmdlGetDesc", api.aclmdlGetDesc(desc_, model_id_)));
+  if (api.aclmdlGetInputIndexByName(desc_, acl::kDynamicTensorName, &dynamic_index_) != acl::kSuccess) {
+    dynamic_index_ = SIZE_MAX;
+  }
+  inputs_ = api.aclmdlCreateDataset();
+  outputs_ = api.aclmdlCreateDataset();
+  if (!inputs_ || !outputs_) return ResourceExhausted("aclmdlCreateDataset returned null");
+  // Every buffer once, at the largest gear's size: requests reuse them.
+  for (size_t i = 0; i < api.aclmdlGetNumInputs(desc_); ++i) {
+    MMS_RETURN_IF_ERROR(AddBuffer(inputs_, api.aclmdlGetInputSizeByIndex(desc_, i),
+                                  i != dynamic_index_, in_));
+  }
+  for (size_t i = 0; i < api.aclmdlGetNumOutputs(desc_); ++i) {
+    MMS_RETURN_IF_ERROR(AddBuffer(outputs_, api.aclmdlGetOutputSizeByIndex(desc_, i), true, out_));
+  }
+  const auto& info = session_.info();
+  const size_t rows = static_cast<size_t>(info.max_rows());
+  for (size_t i = 0, k = 0; i < in_.size(); ++i) {
+    if (i == dynamic_index_) continue;
+    if (in_[i].size < info.inputs[k++].row_bytes * rows) {
+      return FailedPrecondition("model '" + m.name + "': input buffer " + std::to_string(i) +
+                                " is smaller than its largest batch");
+    }
+  }
+  return Status::Ok();
+}
+
+void AclInstance::Teardown() {
+  if (!binding_) return;
+  const AclApi& api = *session_.api();
+  auto check = [&](const char* call, aclError rc) {
+    if (rc != acl::kSuccess) {
+      spdlog::warn("acl: model {} instance {}: teardown: {} returned {} {}: {}",
+                   session_.model().name, index_, call, rc, acl::ErrorName(rc), api.RecentError());
+    }
+  };
+  if (context_) check("aclrtSetCurrentContext", api.aclrtSetCurrentContext(context_));
+  // Nothing may still write into the buffers about to be freed (unless the stream hung).
+  if (stream_ && !hung_) check("aclrtSynchronizeStreamWithTimeout", api.aclrtSynchronizeStreamWithTimeout(stream_, 5'000));
+  // 1. buffers, then the datasets
+  for (auto* list : {&in_, &out_}) {
+    for (Buffer& b : *list) {
+      if (b.device) check("aclrtFree", api.aclrtFree(b.device));
+      if (b.wrapper) check("aclDestroyDataBuffer", api.aclDestroyDataBuffer(b.wrapper));
+      if (b.host) check("aclrtFreeHost", api.aclrtFreeHost(b.host));
+    }
+    list->clear();
+  }
+  if (inputs_) check("aclmdlDestroyDataset", api.aclmdlDestroyDataset(inputs_));
+  if (outputs_) check("aclmdlDestroyDataset", api.aclmdlDestroyDataset(outputs_));
+  // 2. the description, 3. the model (then the work memory it ran in)
+  if (desc_) check("aclmdlDestroyDesc", api.aclmdlDestroyDesc(desc_));
+  if (loaded_) check("aclmdlUnload", api.aclmdlUnload(model_id_));
+  if (work_) check("aclrtFree", api.aclrtFree(work_));
+  // 4. the stream, 5. the context, 6. the device reference (binding_)
+  if (stream_) check("aclrtDestroyStream", api.aclrtDestroyStream(stream_));
+  if (context_) check("aclrtDestroyContext", api.aclrtDestroyContext(context_));
+  session_.AddDeviceBytes(-device_bytes_);
+  binding_.reset();
+}
+
+Status AclInstance::Synchronize(Clock::time_point deadline) {
+  const AclApi& api = *session_.api();
+  const auto bound = deadline == Clock::time_point::max()
+                         ? Clock::time_point::max()
+                         : deadline + session_.options().sync_timeout;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(bound - Clock::now());
+    const auto slice = std::clamp<std::chrono::milliseconds>(left, 1ms, kSyncSlice);
+    const aclError rc = api.aclrtSynchronizeStreamWithTimeout(stream_, static_cast<int32_t>(slice.count()));
+    if (rc == acl::kSuccess) return Status::Ok();
+    if (rc != acl::kErrorRtStreamSyncTimeout && rc != acl::kErrorRtTaskTimeout) {
+      return Call("waiting for its stream", "aclrtSynchronizeStreamWithTimeout", rc);
+    }
+    if (aborted_.load() || session_.interrupted()) {
+      (void)api.RecentError();
+      hung_ = true;
+      return DeadlineExceeded("model '" + session_.model().name +
+                              "': the stream did not complete (" +
+                              std::string(acl::ErrorName(rc)) + "); the execution was abandoned");
+    }
+    if (Clock::now() >= bound) {
+      hung_ = true;
+      return Call("waiting for its stream past the deadline + sync_timeout_ms",
+                  "aclrtSynchronizeStreamWithTimeout", rc);
+    }
+    (void)api.RecentError();  // the slice's timeout text
+  }
+}
+
+Status AclInstance::RunChunk(Execution& execution, std::span<BatchItem*> chunk, int rows) {
+  const AclApi& api = *session_.api();
+  const AclModelInfo& info = session_.info();
+  const int gear = *std::lower_bound(info.gears.begin(), info.gears.end(), rows);
+  // Preprocess: each input's rows into its pinned staging buffer, zeros up to the gear.
+  execution.set_stage(Stage::kPreprocess);
+  for (size_t i = 0, k = 0; i < in_.size(); ++i) {
+    if (i == dynamic_index_) continue;
+    const AclTensor& spec = info.inputs[k++];
+    char* host = static_cast<char*>(in_[i].host);
+    size_t at = 0;
+    for (BatchItem* item : chunk) {
+      const std::string& data = item->request->input(spec.name)->data();
+      std::memcpy(host + at, data.data(), data.size());
+      at += data.size();
+    }
+    const size_t bytes = spec.row_bytes * static_cast<size_t>(gear);
+    std::memset(host + at, 0, bytes - at);
+    MMS_RETURN_IF_ERROR(Call("copying input '" + spec.name + "' to the device", "aclrtMemcpy",
+                             api.aclrtMemcpy(in_[i].device, in_[i].size, host, bytes,
+                                             acl::kMemcpyHostToDevice)));
+  }
+  if (info.dynamic) {
+    MMS_RETURN_IF_ERROR(Call("selecting batch gear " + std::to_string(gear),
+                             "aclmdlSetDynamicBatchSize",
+                             api.aclmdlSetDynamicBatchSize(model_id_, inputs_, dynamic_index_,
+                                                           static_cast<uint64_t>(gear))));
+  }
+  // Execute on this instance's stream, bounded by the batch's latest deadline.
+  execution.set_stage(Stage::kExecute);
+  MMS_RETURN_IF_ERROR(Call("executing", "aclmdlExecuteAsync",
+                           api.aclmdlExecuteAsync(model_id_, inputs_, outputs_, stream_)));
+  Clock::time_point deadline = Clock::time_point::min();
+  for (BatchItem* item : chunk) deadline = std::max(deadline, item->request->deadline);
+  MMS_RETURN_IF_ERROR(Synchronize(deadline));
+  // Postprocess: each output back, split into each request's rows.
+  execution.set_stage(Stage::kPostprocess);
+  std::vector<InferResponse> responses(chunk.size());
+  for (size_t o = 0; o < out_.size(); ++o) {
+    const AclTensor& spec = info.outputs[o];
+    const size_t bytes = spec.row_bytes * static_cast<size_t>(gear);
+    MMS_RETURN_IF_ERROR(Call("copying output '" + spec.name + "' from the device", "aclrtMemcpy",
+                             api.aclrtMemcpy(out_[o].host, out_[o].size, out_[o].device, bytes,
+                                             acl::kMemcpyDeviceToHost)));
+    const char* host = static_cast<const char*>(out_[o].host);
+    size_t at = 0;
+    for (size_t r = 0; r < chunk.size(); ++r) {
+      const int64_t n = chunk[r]->request->input(info.inputs.front().name)->shape()[0];
+      Shape shape = spec.dims;
+      shape[0] = n;
+      const size_t size = spec.row_bytes * static_cast<size_t>(n);
+      responses[r].outputs.emplace_back(spec.name, spec.type, std::move(shape),
+                                        std::string(host + at, size));
+      at += size;
+    }
+  }
+  for (size_t r = 0; r < chunk.size(); ++r) chunk[r]->result = std::move(responses[r]);
+  session_.Count(gear, rows);
+  return Status::Ok();
+}
+
+Status AclInstance::Execute(Execution& execution) {
+  const AclApi& api = *session_.api();
+  const AclModelInfo& info = session_.info();
+  MMS_RETURN_IF_ERROR(Call("binding its context", "aclrtSetCurrentContext",
+                           api.aclrtSetCurrentContext(context_)));
+  // Each request's rows: the same in every input, at most the largest gear.
+  std::vector<std::pair<BatchItem*, int>> runnable;
+  for (BatchItem& item : execution.items) {
+    int64_t rows = -1;
+    Status bad;
+    if (info.inputs.empty()) rows = 1;  // a model without inputs: one row per request
+    for (const AclTensor& spec : info.inputs) {
+      const Tensor* t = item.request->input(spec.name);
+      if (!t || t->shape().empty()) {
+        bad = InvalidArgument("input '" + spec.name + "' is required");
+        break;
+      }
+      if (rows >= 0 && t->shape()[0] != rows) {
+        bad = InvalidArgument("input '" + spec.name + "' has " + std::to_string(t->shape()[0]) +
+                              " rows, the other inputs " + std::to_string(rows) +
+                              ": every input needs the same first dimension");
+        break;
+      }
+      rows = t->shape()[0];
+    }
+    if (bad.ok() && (rows < 1 || rows > info.max_rows())) {
+      bad = InvalidArgument("a request to '" + session_.model().name + "' may carry 1.." +
+                            std::to_string(info.max_rows()) +
+                            " rows (the model's largest batch), not " + std::to_string(rows));
+    }
+    if (!bad.ok()) {
+      item.result = bad;
+      continue;
+    }
+    runnable.emplace_back(&item, static_cast<int>(rows));
+  }
+  // Consecutive requests in chunks that fit the largest gear.
+  size_t begin = 0;
+  while (begin < runnable.size()) {
+    size_t end = begin;
+    int rows = 0;
+    while (end < runnable.size() && rows + runnable[end].second <= info.max_rows()) {
+      rows += runnable[end++].second;
+    }
+    std::vector<BatchItem*> chunk;
+    for (size_t i = begin; i < end; ++i) chunk.push_back(runnable[i].first);
+    MMS_RETURN_IF_ERROR(RunChunk(execution, chunk, rows));
+    begin = end;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AclBackend::Validate(const ModelConfig& model, ConfigErrors& errors) const {
+  (void)ReadOptions(model, errors);
+}
+
+Result<MemoryEstimate> AclBackend::Estimate(const ModelConfig& model) const {
+  ConfigErrors errors;
+  const AclOptions o = ReadOptions(model, errors);
+  MMS_RETURN_IF_ERROR(errors.ToStatus());
+  MMS_ASSIGN_OR_RETURN(ApiPtr api, runtime_.Api());
+  size_t work = 0, weight = 0;
+  const std::string path = model.path.string();
+  if (aclError rc = api->aclmdlQuerySize(path.c_str(), &work, &weight); rc != acl::kSuccess) {
+    return api->Error("sizing '" + path + "'", "aclmdlQuerySize", rc);
+  }
+  const auto n = static_cast<int64_t>(model.thread_num);
+  const auto mib = [](size_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; };
+  MemoryEstimate e;
+  if (o.pool) {
+    e.bytes = static_cast<int64_t>(weight) + n * static_cast<int64_t>(work);
+    e.source = "aclmdlQuerySize: weight " + mib(weight) + " + " + std::to_string(n) +
+               " x work " + mib(work) + " (pool)";
+  } else {
+    e.bytes = n * static_cast<int64_t>(work + weight);
+    e.source = "aclmdlQuerySize: " + std::to_string(n) + " x (work " + mib(work) + " + weight " +
+               mib(weight) + ")";
+  }
+  return e;
+}
+
+Result<std::unique_ptr<Session>> AclBackend::Load(const ModelConfig& model) {
+  ConfigErrors errors;
+  AclOptions o = ReadOptions(model, errors);
+  MMS_RETURN_IF_ERROR(errors.ToStatus());
+  MMS_ASSIGN_OR_RETURN(ApiPtr api, runtime_.Api());
+  // The SoC first: a model compiled for another chip must fail here, not inside the load.
+  MMS_RETURN_IF_ERROR(CheckSoc(*api, model, o));
+  const std::string path = model.path.string();
+  size_t work = 0, weight = 0;
+  if (aclError rc = api->aclmdlQuerySize(path.c_str(), &work, &weight); rc != acl::kSuccess) {
+    return api->Error("sizing '" + path + "'", "aclmdlQuerySize", rc);
+  }
+  MMS_ASSIGN_OR_RETURN(DeviceBinding bound, DeviceBinding::Bind(api, model.device_id, "loading " + path));
+  MMS_ASSIGN_OR_RETURN(AclModelInfo info, Describe(*api, model));
+  info.work_size = work;
+  info.weight_size = weight;
+  ModelSignature signature{.platform = "ascend_om"};
+  for (const auto& t : info.inputs) {
+    Shape shape = t.dims;
+    shape[0] = -1;  // a request sends any number of rows up to the largest gear
+    signature.inputs.push_back({t.name, t.type, std::move(shape), false});
+  }
+  for (const auto& t : info.outputs) {
+    Shape shape = t.dims;
+    shape[0] = -1;
+    signature.outputs.push_back({t.name, t.type, std::move(shape), false});
+  }
+  auto session = std::make_unique<AclSession>(api, model, std::move(o), std::move(info),
+                                              std::move(signature));
+  MMS_RETURN_IF_ERROR(session->AllocateWeights());
+  return std::unique_ptr<Session>(std::move(session));
+}
+
+}  // namespace mmserve

@@ -5,7 +5,6 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <regex>
 
 namespace mmserve {
@@ -19,30 +18,6 @@ void* OpenFirst(const std::vector<std::string>& candidates, std::string& loaded)
     }
   }
   return nullptr;
-}
-
-RuntimeProbe ProbeAscend() {
-  RuntimeProbe p{.name = "AscendCL"};
-  std::vector<std::string> candidates;
-  if (const char* home = std::getenv("ASCEND_HOME_PATH"); home && *home) {
-    candidates.push_back(std::string(home) + "/lib64/libascendcl.so");
-  }
-  candidates.push_back("/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so");
-  candidates.push_back("libascendcl.so");
-  void* h = OpenFirst(candidates, p.library);
-  if (!h) {
-    p.detail = "libascendcl.so not found (ASCEND_HOME_PATH unset or no CANN installed)";
-    return p;
-  }
-  p.found = true;
-  using GetCount = int (*)(uint32_t*);
-  if (auto fn = reinterpret_cast<GetCount>(::dlsym(h, "aclrtGetDeviceCount"))) {
-    uint32_t n = 0;
-    if (fn(&n) == 0) p.devices = static_cast<int>(n);
-  }
-  p.detail = ::access("/usr/local/bin/npu-smi", X_OK) == 0 ? "npu-smi present" : "npu-smi not found";
-  ::dlclose(h);
-  return p;
 }
 
 RuntimeProbe ProbeCuda() {
@@ -72,7 +47,7 @@ RuntimeProbe ProbeCuda() {
 
 }  // namespace
 
-std::vector<RuntimeProbe> ProbeRuntimes() { return {ProbeAscend(), ProbeCuda()}; }
+std::vector<RuntimeProbe> ProbeRuntimes() { return {ProbeCuda()}; }
 
 std::vector<DeviceHolder> FindDeviceHolders(const std::filesystem::path& lock_dir) {
   std::vector<DeviceHolder> out;

@@ -1,6 +1,6 @@
-// Looks for device runtimes on this host without initializing anything mmserve serves with:
-// libascendcl and the CUDA driver are dlopen'ed and asked for their device count, then closed.
-// Used by `mmserve doctor`.
+// Looks for device runtimes mmserve has no Runtime of its own for, without initializing anything
+// it serves with: the CUDA driver is dlopen'ed and asked for its device count. Used by
+// `mmserve doctor` (which asks AscendCL through AclRuntime itself).
 #pragma once
 
 #include <filesystem>
@@ -10,7 +10,7 @@
 namespace mmserve {
 
 struct RuntimeProbe {
-  std::string name;     // "AscendCL", "CUDA"
+  std::string name;     // "CUDA"
   bool found = false;
   std::string library;  // the path or soname that loaded
   int devices = 0;

@@ -1,0 +1,265 @@
+// The AscendCL backend through the real binary on 127.0.0.1, with the simulated libascendcl
+// found where CANN's would be (ASCEND_HOME_PATH) and its call record in a trace file: two OM
+// models serving concurrent HTTP clients, a hung stream fenced off while the other model serves,
+// a SoC mismatch in the metadata, preflight from aclmdlQuerySize, the teardown order on SIGTERM,
+// and `mmserve doctor` with and without AscendCL.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <future>
+#include <regex>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "testing/acl_sim.h"
+#include "testing/http_client.h"
+#include "testing/server_process.h"
+#include "testing/test_util.h"
+
+namespace mmserve {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using testing::HttpClient;
+using testing::HttpResult;
+using testing::ServerProcess;
+
+constexpr size_t kMiB = 1 << 20;
+
+json Detector(bool hangs = false) {
+  json om = {{"soc_version", "Ascend310P3"},
+             {"inputs", {{{"name", "x"}, {"datatype", "FLOAT"}, {"dims", {-1, 4}}}}},
+             {"outputs", {{{"name", "y"}, {"datatype", "FLOAT"}, {"dims", {-1, 4}}}}},
+             {"dynamic_batch", {1, 2, 4, 8}},
+             {"work_size", 1 * kMiB},
+             {"weight_size", 4 * kMiB},
+             {"scale", 2.0},
+             {"bias", 1.0},
+             {"latency_us", 2000}};
+  if (hangs) om["hang_on"] = 666.0;
+  return om;
+}
+
+json Classifier(const std::string& soc = "Ascend310P3") {
+  return {{"soc_version", soc},
+          {"inputs", {{{"name", "img"}, {"datatype", "UINT8"}, {"dims", {2, 3}}}}},
+          {"outputs", {{{"name", "p"}, {"datatype", "FLOAT"}, {"dims", {2, 3}}}}},
+          {"work_size", 2 * kMiB},
+          {"weight_size", 8 * kMiB},
+          {"scale", 0.5},
+          {"latency_us", 1000}};
+}
+
+std::string DetBody(float v, int rows = 1) {
+  std::vector<float> data;
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < 4; ++j) data.push_back(v + static_cast<float>(j));
+  }
+  return json{{"inputs", {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {rows, 4}}, {"data", data}}}}}.dump();
+}
+
+std::string ClsBody(int a) {
+  return json{{"inputs", {{{"name", "img"}, {"datatype", "UINT8"}, {"shape", {1, 3}}, {"data", {a, 2, 4}}}}}}.dump();
+}
+
+// Writes the OM files and a config serving them into `dir`; returns the config's path.
+std::string WriteConfig(const testing::TempDir& dir, const std::string& extra = "") {
+  testing::WriteOm(dir, "det.om", Detector());
+  testing::WriteOm(dir, "guarded.om", Detector(/*hangs=*/true));
+  testing::WriteOm(dir, "cls.om", Classifier());
+  testing::WriteOm(dir, "foreign.om", Classifier("Ascend910B3"));
+  return dir.Write("models.yaml", R"(global:
+  thread_num: 4
+models:
+  - name: det
+    path: det.om
+    thread_num: 2
+    max_queue_delay_ms: 10
+  - name: guarded
+    path: guarded.om
+    timeout_ms: 300
+    watchdog_margin_ms: 200
+    breaker: {failures: 3, cooldown_ms: 60000}
+  - name: cls
+    path: cls.om
+    params: {memory: pool}
+  - name: foreign
+    path: foreign.om
+    params: {soc_version: Ascend910B3}
+)" + extra).string();
+}
+
+class AclServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);
+    ::setenv("ACLSIM_TRACE", (dir_->path() / "trace.txt").c_str(), 1);
+    server_ = new ServerProcess({"serve", WriteConfig(*dir_), "--port", "0", "--lock-dir",
+                                 (dir_->path() / "locks").string()},
+                                dir_->path() / "server.log");
+    ASSERT_TRUE(server_->Start()) << server_->Log();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete dir_;
+    ::unsetenv("ACLSIM_TRACE");
+  }
+  void SetUp() override { ASSERT_GT(server_->port(), 0) << server_->Log(); }
+
+  static HttpResult Post(const std::string& target, const std::string& body) {
+    HttpClient client(server_->port());
+    return client.Post(target, body);
+  }
+  static json Get(const std::string& target) {
+    HttpClient client(server_->port());
+    auto res = client.Get(target);
+    EXPECT_EQ(res.status, 200) << target << ": " << res.body;
+    return json::parse(res.body);
+  }
+
+  static testing::TempDir* dir_;
+  static ServerProcess* server_;
+};
+
+testing::TempDir* AclServerTest::dir_ = nullptr;
+ServerProcess* AclServerTest::server_ = nullptr;
+
+TEST_F(AclServerTest, TwoOmModelsServeConcurrentClientsAtTheirGears) {
+  json meta = Get("/v2/models/det");
+  EXPECT_EQ(meta["platform"], "ascend_om");
+  EXPECT_EQ(meta["inputs"][0]["shape"], json({-1, 4}));
+  std::vector<std::future<bool>> clients;
+  for (int c = 0; c < 8; ++c) {
+    clients.push_back(std::async(std::launch::async, [c] {
+      HttpClient client(server_->port());
+      for (int i = 0; i < 10; ++i) {
+        const float v = static_cast<float>(c * 10 + i);
+        auto res = client.Post("/v2/models/det/infer", DetBody(v));
+        if (res.status != 200) return false;
+        auto out = json::parse(res.body)["outputs"][0]["data"];
+        if (out != json({2 * v + 1, 2 * v + 3, 2 * v + 5, 2 * v + 7})) return false;
+        res = client.Post("/v2/models/cls/infer", ClsBody(c * 2));
+        if (res.status != 200) return false;
+        if (json::parse(res.body)["outputs"][0]["data"] != json({c, 1.0, 2.0})) return false;
+      }
+      return true;
+    }));
+  }
+  for (auto& c : clients) EXPECT_TRUE(c.get());
+  json counters = Get("/v2/models/det/stats")["model_stats"][0]["mmserve"]["counters"];
+  EXPECT_EQ(counters["rows"], 80);
+  EXPECT_LT(counters["executions"].get<int>(), 80) << "concurrent clients were batched: " << counters;
+  int at_gears = 0;
+  for (const char* gear : {"gear_1", "gear_2", "gear_4", "gear_8"}) {
+    at_gears += counters.value(gear, 0);
+  }
+  EXPECT_EQ(at_gears, counters["executions"].get<int>()) << "only compiled gears ran";
+  json cls = Get("/v2/models/cls/stats")["model_stats"][0]["mmserve"]["counters"];
+  EXPECT_EQ(cls["gear_2"], cls["executions"]) << "the static batch of 2, padded";
+}
+
+TEST_F(AclServerTest, AHungStreamIs504WithOneReportWhileTheOtherModelsServe) {
+  const auto start = std::chrono::steady_clock::now();
+  auto hung = std::async(std::launch::async, [] { return Post("/v2/models/guarded/infer", DetBody(666)); });
+  HttpClient client(server_->port());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(client.Post("/v2/models/det/infer", DetBody(1)).status, 200);
+    std::this_thread::sleep_for(10ms);
+  }
+  HttpResult res = hung.get();
+  EXPECT_EQ(res.status, 504) << res.body;
+  EXPECT_THAT(res.body, HasSubstr("the execution hung"));
+  EXPECT_THAT(res.body, HasSubstr("stage execute"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  // Quarantined, the others serving.
+  EXPECT_EQ(client.Get("/v2/models/guarded/ready").status, 400);
+  EXPECT_EQ(client.Post("/v2/models/guarded/infer", DetBody(1)).status, 503);
+  EXPECT_EQ(client.Post("/v2/models/cls/infer", ClsBody(1)).status, 200);
+  const std::string log = server_->Log();
+  std::regex report("\\] watchdog: model 'guarded' version 1: an execution of a batch of 1 in "
+                    "stage execute has run [0-9]+ ms");
+  EXPECT_EQ(std::distance(std::sregex_iterator(log.begin(), log.end(), report), std::sregex_iterator()), 1)
+      << log;
+}
+
+TEST_F(AclServerTest, ASocMismatchLeavesThatModelUnavailableWithBothNames) {
+  HttpClient client(server_->port());
+  EXPECT_EQ(client.Get("/v2/models/foreign/ready").status, 400);
+  json meta = Get("/v2/models/foreign");
+  EXPECT_EQ(meta["state"], "UNAVAILABLE");
+  EXPECT_THAT(meta["reason"].get<std::string>(), HasSubstr("compiled for SoC Ascend910B3"));
+  EXPECT_THAT(meta["reason"].get<std::string>(), HasSubstr("this device is Ascend310P3"));
+}
+
+TEST(AclLifecycleTest, SigtermTearsDownEveryModelInTheDocumentedOrderThenFinalizesOnce) {
+  testing::TempDir dir;
+  ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);
+  ::setenv("ACLSIM_TRACE", (dir.path() / "trace.txt").c_str(), 1);
+  ServerProcess server({"serve", WriteConfig(dir), "--port", "0", "--lock-dir",
+                        (dir.path() / "locks").string()},
+                       dir.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  {
+    HttpClient client(server.port());
+    EXPECT_EQ(client.Post("/v2/models/det/infer", DetBody(1, 3)).status, 200);
+    EXPECT_EQ(client.Post("/v2/models/cls/infer", ClsBody(1)).status, 200);
+  }
+  EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
+  ::unsetenv("ACLSIM_TRACE");
+  const auto record = testing::ReadRecordFile(dir.path() / "trace.txt");
+  ASSERT_FALSE(record.empty());
+  int contexts = 0;
+  EXPECT_EQ(testing::CheckTeardownOrder(record, &contexts), "");
+  EXPECT_EQ(contexts, 4) << "det x 2, guarded, cls (foreign never loaded)";
+  int inits = 0;
+  for (const auto& line : record) inits += line.rfind("aclInit ", 0) == 0;
+  EXPECT_EQ(inits, 1);
+  EXPECT_THAT(record.back(), StartsWith("aclFinalizeReference refcount=0"));
+  EXPECT_THAT(record[record.size() - 2], StartsWith("aclrtResetDevice device=0 count=0"));
+}
+
+TEST(AclLifecycleTest, PreflightSumsAclmdlQuerySizeAndRefusesWhatTheCardCannotHold) {
+  testing::TempDir dir;
+  ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);
+  const std::string config = WriteConfig(dir);
+  auto [code, out] = ServerProcess::Run({"validate", "--plan", config});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("device acl:0: budget 3686.4 MiB (capacity 4096.0 MiB"));
+  EXPECT_THAT(out, HasSubstr("aclmdlQuerySize: 2 x (work 1 MiB + weight 4 MiB)"));
+  EXPECT_THAT(out, HasSubstr("aclmdlQuerySize: weight 8 MiB + 1 x work 2 MiB (pool)"));
+  // det 10 + guarded 5 + cls 10 + foreign 10 = 35 MiB, x 1.2 = 42 MiB
+  EXPECT_THAT(out, HasSubstr("start-up total 35.0 MiB x 1.20 = 42.0 MiB"));
+
+  ::setenv("ACLSIM_MEMORY_MB", "40", 1);  // 36 MiB usable: 42 MiB does not fit
+  std::tie(code, out) = ServerProcess::Run(
+      {"serve", config, "--port", "0", "--lock-dir", (dir.path() / "locks").string()});
+  ::unsetenv("ACLSIM_MEMORY_MB");
+  EXPECT_EQ(code, 4) << out;
+  EXPECT_THAT(out, HasSubstr("refusing to start: the start-up models do not fit in device acl:0"));
+  EXPECT_THAT(out, HasSubstr("DOES NOT FIT"));
+}
+
+TEST(AclLifecycleTest, DoctorReportsAscendWhenPresentAndSaysSoWhenNot) {
+  auto [code, out] = testing::RunShell("ASCEND_HOME_PATH=" + testing::AclSimHome() + " " +
+                                       MMSERVE_BINARY + " doctor 2>/dev/null");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("AscendCL: found (" + testing::AclSimLibrary() + "), ACL 1.15.0"));
+  EXPECT_THAT(out, HasSubstr("CANN version: simulated"));
+  EXPECT_THAT(out, HasSubstr("SoC: Ascend310P3"));
+  EXPECT_THAT(out, HasSubstr("devices: 1"));
+  EXPECT_THAT(out, HasSubstr("device 0: 4096.0 MiB free of 4096.0 MiB"));
+  EXPECT_THAT(out, HasSubstr("npu-smi: "));
+  std::tie(code, out) = testing::RunShell(std::string("env -u ASCEND_HOME_PATH -u MMSERVE_ACL_LIBRARY ") +
+                                          MMSERVE_BINARY + " doctor 2>/dev/null");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("AscendCL: not found — mmserve runs without it"));
+}
+
+}  // namespace
+}  // namespace mmserve

@@ -279,7 +279,7 @@ aclError Rec(Sim& s, const std::string& call, aclError rc) {
   std::string line = call + " ctx=" + (t_state.context ? Name("ctx", t_state.context) : "none") +
                      " tid=" + std::to_string(t_state.tid) + " -> " + std::to_string(rc);
   if (s.trace.is_open()) s.trace << line << std::endl;
-  if (s.record.size() < 1'000'000) s.record.push_back(std::move(line));
+  if (s.record.size() < 200'000) s.record.push_back(std::move(line));
   return rc;
 }
 

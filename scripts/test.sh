@@ -3,6 +3,7 @@
 #   1. build/       (RelWithDebInfo)   unit + integration tests, the real binary on 127.0.0.1
 #   2. build-asan/  (ASan + UBSan)     unit tests, mmserve's own code instrumented
 #   3. build-tsan/  (ThreadSanitizer)  the concurrency tests (label tsan)
+#   4. bench/all.sh --quick             every benchmark scenario as a smoke test (answers checked)
 # Ends with one line "tests: N passed, M failed" and exits non-zero if anything failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -74,6 +75,15 @@ cmake --build build-tsan -j "$JOBS" --target $tsan_targets >/dev/null
 wrapper=()
 if setarch "$(uname -m)" -R true 2>/dev/null; then wrapper=(setarch "$(uname -m)" -R); fi
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest build-tsan tsan "${wrapper[@]}"
+
+step "benchmarks: bench/all.sh --quick (every scenario side by side, tiny models; checks answers, asserts no goal)"
+if bash bench/all.sh --quick >build/bench-quick.log 2>&1; then
+  passed=$((passed + 1))
+  tail -1 build/bench-quick.log
+else
+  failed=$((failed + 1))
+  tail -40 build/bench-quick.log
+fi
 
 echo
 echo "tests: $passed passed, $failed failed"

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Every benchmark scenario, one after the other, each side by side with its peer in one run
+# (docs/BENCHMARKS.md). The tables go to stdout and to $BENCH_OUT (default build/bench-results.md).
+#
+#   bench/all.sh           the full suite, about 15 minutes on the 2-core machine: base models
+#                          (generated first if missing), windows of 5–15 s, a 5-minute soak
+#   bench/all.sh --quick   a smoke test (about 2 minutes, tiny models, 1 s windows, no goals):
+#                          fails if any response is wrong or any scenario cannot run. The test
+#                          command runs it. S1/S2 (scheduling) need the base models: not in quick.
+#
+# Needs what the test command builds: build/bench/*, the llama.cpp tools in .deps.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${BENCH_OUT:-$ROOT/build/bench-results.md}"
+QUICK=false
+[[ "${1:-}" == "--quick" ]] && QUICK=true
+: >"$OUT"
+failed=()
+
+# scenario TITLE ENV... -- SCRIPT ARGS...: runs one script with its environment, records its table.
+scenario() {
+  local title=$1; shift
+  local env=()
+  while [[ $1 != -- ]]; do env+=("$1"); shift; done
+  shift
+  printf '\n## %s\n\n`%s %s`\n\n' "$title" "${env[*]}" "$*" | tee -a "$OUT"
+  local start=$SECONDS
+  if env "${env[@]}" bash "$ROOT/bench/$@" 2>"$ROOT/build/bench-$1.log" | tee -a "$OUT"; then
+    printf '\n(%d s)\n' $((SECONDS - start)) | tee -a "$OUT"
+  else
+    printf '\n**FAILED** — see build/bench-%s.log\n' "$1" | tee -a "$OUT"
+    tail -5 "$ROOT/build/bench-$1.log" || true
+    failed+=("$title")
+  fi
+}
+
+if $QUICK; then
+  Q=(BENCH_SECONDS=1 BENCH_ROUNDS=1)
+  scenario "P1 embeddings (tiny, quick)" "${Q[@]}" BENCH_CONCURRENCY=8 -- embeddings.sh tiny
+  scenario "P2 generation (tiny, quick)" "${Q[@]}" BENCH_STREAMS=2 -- generate.sh tiny
+  scenario "H1 HTTP overhead (quick)" "${Q[@]}" BENCH_CONCURRENCY=4 -- http_overhead.sh
+  scenario "P5 first response (tiny, quick)" "${Q[@]}" -- first_response.sh tiny
+  scenario "P6 memory (tiny, quick)" BENCH_COPIES=2 BENCH_SOAK=4 -- memory.sh tiny
+  scenario "RAG mix (tiny, quick)" "${Q[@]}" BENCH_EMBED=2 BENCH_RERANK=2 BENCH_CHAT=1 -- rag_mix.sh tiny
+else
+  MMSERVE_MODEL_SIZES=tiny,base bash "$ROOT/scripts/setup.sh" >/dev/null
+  scenario "P1 embeddings, bert-base" BENCH_SECONDS=10 BENCH_ROUNDS=2 -- embeddings.sh base
+  scenario "P1 embeddings, bert-tiny" BENCH_SECONDS=5 BENCH_ROUNDS=2 -- embeddings.sh tiny
+  scenario "P2 generation, llama-base" BENCH_SECONDS=15 -- generate.sh base
+  scenario "P3/H1 HTTP overhead" BENCH_SECONDS=5 -- http_overhead.sh
+  scenario "P4/S1/S2 scheduling" BENCH_SECONDS=8 BENCH_ROUNDS=1 -- scheduling.sh
+  scenario "P5 first response, bert-base" BENCH_ROUNDS=3 -- first_response.sh base
+  scenario "RAG mix, tiny" BENCH_SECONDS=10 -- rag_mix.sh tiny
+  scenario "RAG mix, base" BENCH_SECONDS=15 -- rag_mix.sh base
+  scenario "P6 memory, bert-base" BENCH_SOAK=300 -- memory.sh base
+fi
+
+echo
+if ((${#failed[@]})); then
+  echo "bench: ${#failed[@]} scenario(s) failed: ${failed[*]}"
+  exit 1
+fi
+echo "bench: every scenario ran and every response was right (tables in $OUT)"

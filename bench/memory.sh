@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# P6 — memory. (1) Resident memory per idle loaded model beyond its weights: mmserve serving one
+# embedder, then 1 + K copies of it (the same file under K more names), each asked once and then
+# idle; the growth per extra model minus the file's size (its weights). (2) RSS growth over a
+# mixed soak: embed, rerank, generate and identity traffic at once for BENCH_SOAK seconds; RSS
+# sampled after the first tenth (warm) and at the end.
+#   bench/memory.sh [tiny|base]    (BENCH_COPIES=4, BENCH_SOAK=600)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SIZE="${1:-tiny}"
+K="${BENCH_COPIES:-4}"
+SOAK="${BENCH_SOAK:-600}"
+EMB="$ROOT/models/generated/bert-$SIZE.gguf"
+RR="$ROOT/models/generated/rerank-$SIZE.gguf"
+LLM="$ROOT/models/generated/llama-$SIZE.gguf"
+source "$ROOT/bench/lib.sh"
+ensure_model "$EMB" "$SIZE"
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+printf '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[1],"data":["an idle model"]}]}' >"$TMP/embed.json"
+
+# idle_rss COPIES: RSS (KiB) of mmserve serving COPIES embedders, each asked once, then idle.
+idle_rss() {
+  {
+    echo "models:"
+    for i in $(seq 1 "$1"); do
+      printf '  - name: e%d\n    path: %s\n    task: embed\n    params: {n_threads: %d}\n' "$i" "$EMB" "$THREADS"
+    done
+  } >"$TMP/idle.yaml"
+  local port pid
+  port="$(free_port)"
+  "$MMSERVE" --log-level warn serve "$TMP/idle.yaml" --port "$port" --lock-dir "$TMP/locks" &
+  pid=$!
+  wait_ok "127.0.0.1:$port/v2/health/ready"
+  for i in $(seq 1 "$1"); do
+    curl -sf -o /dev/null --data @"$TMP/embed.json" "127.0.0.1:$port/v2/models/e$i/infer"
+  done
+  sleep 1
+  rss_kib "$pid"
+  stop "$pid"
+}
+ONE="$(idle_rss 1)"
+MANY="$(idle_rss $((K + 1)))"
+WEIGHTS_KIB=$(( $(stat -c %s "$EMB") / 1024 ))
+
+# The soak: every task at once.
+PORT="$(free_port)"
+cat >"$TMP/soak.yaml" <<YAML
+models:
+  - {name: embedder, path: $EMB, task: embed, max_batch: 16, params: {n_threads: $THREADS}}
+  - {name: reranker, path: $RR, task: rerank, max_batch: 8, params: {n_threads: $THREADS}}
+  - {name: llm, path: $LLM, task: generate, timeout_ms: 600000, params: {n_parallel: 2, n_ctx: 1024, n_threads: $THREADS}}
+  - name: echo
+    backend: identity
+    params: {tensors: [{input: X, output: Y, datatype: INT32, shape: [-1]}]}
+YAML
+"$MMSERVE" --log-level warn serve "$TMP/soak.yaml" --port "$PORT" --lock-dir "$TMP/locks" &
+PID=$!
+wait_ok "127.0.0.1:$PORT/v2/health/ready"
+printf '{"model":"reranker","query":"q","documents":["a b","c d","e f"]}' >"$TMP/rerank.json"
+printf '{"model":"llm","messages":[{"role":"user","content":"hello"}],"max_tokens":8,"temperature":0}' >"$TMP/chat.json"
+printf '{"inputs":[{"name":"X","datatype":"INT32","shape":[4],"data":[1,2,3,4]}]}' >"$TMP/echo.json"
+WARM=$(( SOAK / 10 > 1 ? SOAK / 10 : 1 ))
+run() { "$LOAD" --port "$PORT" --seconds "$((SOAK - WARM))" --warmup "$WARM" "$@"; }
+run --path /v2/models/embedder/infer --body-file "$TMP/embed.json" --expect EMBEDDING --concurrency 2 >"$TMP/s.embed" &
+A=$!
+run --path /v1/rerank --body-file "$TMP/rerank.json" --expect relevance_score --concurrency 1 >"$TMP/s.rerank" &
+B=$!
+run --path /v1/chat/completions --body-file "$TMP/chat.json" --expect completion_tokens --concurrency 1 >"$TMP/s.chat" &
+C=$!
+run --path /v2/models/echo/infer --body-file "$TMP/echo.json" --expect OUTPUT --concurrency 1 >"$TMP/s.echo" &
+D=$!
+sleep "$WARM"
+START_RSS="$(rss_kib "$PID")"
+FAILED=0
+for p in $A $B $C $D; do wait "$p" || FAILED=1; done
+END_RSS="$(rss_kib "$PID")"
+stop "$PID"
+cat "$TMP"/s.* >&2
+
+python3 - "$SIZE" "$K" "$ONE" "$MANY" "$WEIGHTS_KIB" "$SOAK" "$START_RSS" "$END_RSS" "$TMP" <<'PY'
+import json, sys
+size, k, one, many, weights, soak, start, end, tmp = sys.argv[1], int(sys.argv[2]), *map(int, sys.argv[3:9]), sys.argv[9]
+per = (many - one) / k
+print(f"| P6, bert-{size} | measured | goal |")
+print("|---|---|---|")
+print(f"| RSS, 1 idle embedder / {k + 1} idle embedders (MiB) | {one/1024:.1f} / {many/1024:.1f} | |")
+print(f"| RSS per extra idle model (MiB) | {per/1024:.2f} | |")
+print(f"| ... of which beyond its weights ({weights/1024:.1f} MiB file) (MiB) | {(per - weights)/1024:.2f} | ≤ 5 |")
+reqs = sum(json.loads(open(f'{tmp}/s.{k}').read())['requests'] for k in ('embed', 'rerank', 'chat', 'echo'))
+print(f"| soak {soak} s, {reqs} mixed requests: RSS warm → end (MiB) | {start/1024:.1f} → {end/1024:.1f} ({(end-start)/start*100:+.2f} %) | ≤ +1 % |")
+PY
+exit "$FAILED"

@@ -146,70 +146,92 @@ int main(int argc, char** argv) {
   for (int c = 0; c < concurrency; ++c) {
     clients.emplace_back([&] {
       Samples mine;
+      net::io_context ioc;
+      std::optional<beast::tcp_stream> stream;
+      bool reused = false;  // the connection has carried a request already
+      auto connect = [&] {
+        stream.emplace(ioc);
+        stream->connect(net::ip::tcp::endpoint(net::ip::make_address(host),
+                                               static_cast<unsigned short>(port)));
+        reused = false;
+      };
       while (!stop) {
+        Clock::time_point sent = Clock::now();
+        if (rate > 0) {
+          auto arrival = arrivals.Pop(stop);
+          if (!arrival) break;
+          sent = *arrival;  // open loop: the request existed from its arrival on
+        }
+        http::request<http::string_body> req(http::verb::post, path, 11);
+        req.set(http::field::host, host);
+        req.set(http::field::content_type, "application/json");
+        req.keep_alive(true);
+        req.body() = payload;
+        req.prepare_payload();
+        std::optional<http::response_parser<http::string_body>> parsed;
+        std::vector<Clock::time_point> events;
         try {
-          net::io_context ioc;
-          beast::tcp_stream stream(ioc);
-          stream.connect(net::ip::tcp::endpoint(net::ip::make_address(host),
-                                                static_cast<unsigned short>(port)));
-          while (!stop) {
-            Clock::time_point sent = Clock::now();
-            if (rate > 0) {
-              auto arrival = arrivals.Pop(stop);
-              if (!arrival) break;
-              sent = *arrival;  // open loop: the request existed from its arrival on
-            }
-            http::request<http::string_body> req(http::verb::post, path, 11);
-            req.set(http::field::host, host);
-            req.set(http::field::content_type, "application/json");
-            req.keep_alive(true);
-            req.body() = payload;
-            req.prepare_payload();
-            http::write(stream, req);
-            beast::flat_buffer buffer;
-            http::response_parser<http::string_body> parser;
-            parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-            std::vector<Clock::time_point> events;
-            if (stream_events) {
-              // Read as it comes; each "\n\n" ends one event.
-              http::read_header(stream, buffer, parser);
-              size_t scanned = 0;
-              while (!parser.is_done()) {
-                http::read_some(stream, buffer, parser);
-                const auto now = Clock::now();
-                const std::string& text = parser.get().body();
-                for (size_t at; (at = text.find("\n\n", scanned)) != std::string::npos;) {
-                  events.push_back(now);
-                  scanned = at + 2;
-                }
-              }
-            } else {
-              http::read(stream, buffer, parser);
-            }
-            const auto done = Clock::now();
-            const auto& res = parser.get();
-            const bool ok = res.result_int() == 200 &&
-                            (expect.empty() || res.body().find(expect) != std::string::npos) &&
-                            (!stream_events || !events.empty());
-            if (measured(sent)) {
-              if (!ok) {
-                error(std::to_string(res.result_int()) + " " + res.body().substr(0, 200));
-              } else {
-                mine.latency_us.push_back(Micros(done - sent));
-                if (stream_events) {
-                  mine.ttft_us.push_back(Micros(events.front() - sent));
-                  for (size_t i = 1; i < events.size(); ++i) {
-                    mine.itl_us.push_back(Micros(events[i] - events[i - 1]));
+          for (int attempt = 0;; ++attempt) {
+            try {
+              if (!stream) connect();
+              http::write(*stream, req);
+              beast::flat_buffer buffer;
+              auto& parser = parsed.emplace();
+              parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+              if (stream_events) {
+                // Read as it comes; each "\n\n" ends one event.
+                http::read_header(*stream, buffer, parser);
+                size_t scanned = 0;
+                while (!parser.is_done()) {
+                  http::read_some(*stream, buffer, parser);
+                  const auto now = Clock::now();
+                  const std::string& text = parser.get().body();
+                  for (size_t at; (at = text.find("\n\n", scanned)) != std::string::npos;) {
+                    events.push_back(now);
+                    scanned = at + 2;
                   }
-                  mine.events += static_cast<int64_t>(events.size());
                 }
+              } else {
+                http::read(*stream, buffer, parser);
               }
+              break;
+            } catch (const beast::system_error& e) {
+              // A server may close a kept-alive connection between requests (llama-server does
+              // after a streamed answer): send the request again on a new one, as clients do.
+              const bool closed = e.code() == http::error::end_of_stream ||
+                                  e.code() == net::error::connection_reset ||
+                                  e.code() == net::error::broken_pipe;
+              if (!reused || !closed || attempt > 0) throw;
+              stream.reset();
+              events.clear();
             }
-            if (!res.keep_alive()) break;
           }
         } catch (const std::exception& e) {
-          if (!stop && Clock::now() >= measure_from && Clock::now() < measure_to) error(e.what());
+          stream.reset();
+          if (!stop && measured(sent)) error(e.what());
+          continue;
         }
+        reused = true;
+        const auto done = Clock::now();
+        const auto& res = parsed->get();
+        const bool ok = res.result_int() == 200 &&
+                        (expect.empty() || res.body().find(expect) != std::string::npos) &&
+                        (!stream_events || !events.empty());
+        if (measured(sent)) {
+          if (!ok) {
+            error(std::to_string(res.result_int()) + " " + res.body().substr(0, 200));
+          } else {
+            mine.latency_us.push_back(Micros(done - sent));
+            if (stream_events) {
+              mine.ttft_us.push_back(Micros(events.front() - sent));
+              for (size_t i = 1; i < events.size(); ++i) {
+                mine.itl_us.push_back(Micros(events[i] - events[i - 1]));
+              }
+              mine.events += static_cast<int64_t>(events.size());
+            }
+          }
+        }
+        if (!res.keep_alive()) stream.reset();
       }
       std::lock_guard lock(mu);
       all.Merge(mine);

@@ -67,7 +67,7 @@ run --path /v1/rerank --body-file "$TMP/rerank.json" --expect relevance_score --
 B=$!
 run --path /v1/chat/completions --body-file "$TMP/chat.json" --expect completion_tokens --concurrency 1 >"$TMP/s.chat" &
 C=$!
-run --path /v2/models/echo/infer --body-file "$TMP/echo.json" --expect OUTPUT --concurrency 1 >"$TMP/s.echo" &
+run --path /v2/models/echo/infer --body-file "$TMP/echo.json" --expect '"Y"' --concurrency 1 >"$TMP/s.echo" &
 D=$!
 sleep "$WARM"
 START_RSS="$(rss_kib "$PID")"

@@ -51,7 +51,6 @@ else
   scenario "P4/S1/S2 scheduling" BENCH_SECONDS=8 BENCH_ROUNDS=1 -- scheduling.sh
   scenario "P5 first response, bert-base" BENCH_ROUNDS=3 -- first_response.sh base
   scenario "RAG mix, tiny" BENCH_SECONDS=10 -- rag_mix.sh tiny
-  scenario "RAG mix, base" BENCH_SECONDS=15 -- rag_mix.sh base
   scenario "P6 memory, bert-base" BENCH_SOAK=300 -- memory.sh base
 fi
 

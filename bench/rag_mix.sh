@@ -3,11 +3,17 @@
 # models in one process, and against llama-server's router mode from the same bundle (a router
 # process forwarding to one llama-server child per model, configured by a presets file). Same
 # model files, same threads per model, the same OpenAI-style request bodies (/v1/embeddings,
-# /v1/rerank, /v1/completions with "model"), the same closed-loop clients per model, one
+# /v1/rerank; generation below), the same closed-loop clients per model, one
 # server after the other. Reports per model requests/s and p99 side by side, and the resident
 # memory of each side (mmserve's process; the router plus its children).
+#
+# The router is tuned for sharing cores: its children run with OMP_WAIT_POLICY=passive
+# (BENCH_ROUTER_ENV). With OpenMP's default, each of three processes spins its idle compute
+# threads on cores the others need, and the router side collapses (measured: 40-80x slower;
+# docs/BENCHMARKS.md). In one process libgomp sees the oversubscription itself.
 #   bench/rag_mix.sh [tiny|base]    (BENCH_SECONDS=20; clients per model: BENCH_EMBED=8,
-#                                    BENCH_RERANK=4, BENCH_CHAT=2; 16 tokens per chat answer)
+#                                    BENCH_RERANK=4, BENCH_CHAT=2; 16 tokens per answer;
+#                                    BENCH_ROUTER_ENV="OMP_WAIT_POLICY=passive")
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZE="${1:-tiny}"
@@ -28,17 +34,17 @@ JSON
 cat >"$TMP/rerank.json" <<'JSON'
 {"model":"reranker","query":"where does the fox jump?","documents":["The fox jumps over the dog.","Rivers flow to the sea.","A lazy dog sleeps by the bank.","Foxes are quick animals."]}
 JSON
-# Generation through /v1/completions: llama-server's chat endpoint rejects some random-weight
-# outputs in its own output parser. llama-server is told not to reuse cached prompts (mmserve
-# does not).
+# Generation: mmserve's /v1/completions; llama-server's native /completion (its OpenAI
+# endpoints run random-weight outputs through an output parser that rejects some of them with a
+# 500), told not to reuse cached prompts (mmserve does not).
 printf '{"model":"llm","prompt":"Tell me a story about a fox.","max_tokens":%d,"temperature":0}' \
   "$N" >"$TMP/chat.json"
-printf '{"model":"llm","prompt":"Tell me a story about a fox.","max_tokens":%d,"temperature":0,"cache_prompt":false}' \
+printf '{"model":"llm","prompt":"Tell me a story about a fox.","n_predict":%d,"temperature":0,"cache_prompt":false}' \
   "$N" >"$TMP/chat-ls.json"
 
 rss_kib() { local total=0; for p in "$@"; do total=$((total + $(awk '/VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo "$total"; }
 
-# mix PORT LABEL GENERATE_BODY: runs the three loads at once; prints their three JSON lines.
+# mix PORT LABEL GENERATE_BODY GENERATE_PATH GENERATE_EXPECT: runs the three loads at once; prints their three JSON lines.
 mix() {
   local port=$1
   "$LOAD" --port "$port" --path /v1/embeddings --body-file "$TMP/embed.json" --expect '"embedding"' \
@@ -47,8 +53,8 @@ mix() {
   "$LOAD" --port "$port" --path /v1/rerank --body-file "$TMP/rerank.json" --expect '"relevance_score"' \
     --concurrency "$CR" --seconds "$SECS" --warmup 2 >"$TMP/$2.rerank" &
   local b=$!
-  "$LOAD" --port "$port" --path /v1/completions --body-file "$3" \
-    --expect "\"completion_tokens\":$N" --concurrency "$CC" --seconds "$SECS" --warmup 2 >"$TMP/$2.chat" &
+  "$LOAD" --port "$port" --path "$4" --body-file "$3" \
+    --expect "$5" --concurrency "$CC" --seconds "$SECS" --warmup 2 >"$TMP/$2.chat" &
   local c=$!
   local failed=0
   wait "$a" || failed=1
@@ -60,8 +66,8 @@ mix() {
 
 # every model answers once before the clock starts (the router loads its children lazily)
 warm() {
-  for kind in embed:embeddings rerank:rerank chat:completions; do
-    local body="$TMP/${kind%%:*}.json" route="/v1/${kind#*:}"
+  for kind in embed:/v1/embeddings rerank:/v1/rerank "$2:$3"; do
+    local body="$TMP/${kind%%:*}.json" route="${kind#*:}"
     for _ in $(seq 1 600); do
       curl -sf -o /dev/null -H 'Content-Type: application/json' --data @"$body" "127.0.0.1:$1$route" && break
       sleep 0.2
@@ -93,8 +99,8 @@ YAML
 "$MMSERVE" --log-level warn serve "$TMP/m.yaml" --port "$P1" --lock-dir "$TMP/locks" &
 MM_PID=$!
 wait_ok "127.0.0.1:$P1/v2/health/ready"
-warm "$P1"
-mix "$P1" mm "$TMP/chat.json"
+warm "$P1" chat /v1/completions
+mix "$P1" mm "$TMP/chat.json" /v1/completions "\"completion_tokens\":$N"
 MM_RSS="$(rss_kib "$MM_PID")"
 stop "$MM_PID"
 
@@ -126,12 +132,13 @@ c = $((CC * 1024))
 b = 512
 ub = 512
 INI
-"$SERVER" --models-preset "$TMP/presets.ini" --host 127.0.0.1 --port "$P2" --no-webui \
+env ${BENCH_ROUTER_ENV-OMP_WAIT_POLICY=passive} \
+  "$SERVER" --models-preset "$TMP/presets.ini" --host 127.0.0.1 --port "$P2" --no-webui \
   >"$TMP/router.log" 2>&1 &
 LS_PID=$!
 wait_ok "127.0.0.1:$P2/health"
-warm "$P2"
-mix "$P2" ls "$TMP/chat-ls.json"
+warm "$P2" chat-ls /completion
+mix "$P2" ls "$TMP/chat-ls.json" /completion "\"tokens_predicted\":$N"
 LS_RSS="$(rss_kib "$LS_PID" $(pgrep -P "$LS_PID" || true))"
 stop "$LS_PID"
 
@@ -141,7 +148,7 @@ size, mm_rss, ls_rss, tmp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys
 load = lambda side, kind: json.loads(open(f"{tmp}/{side}.{kind}").read())
 print(f"| RAG mix, {size} models | mmserve (1 process) | llama-server router (1 + 3 processes) | ratio |")
 print("|---|---|---|---|")
-for kind, label in (("embed", "embeddings"), ("rerank", "rerank (4 documents)"), ("chat", "completions (16 tokens)")):
+for kind, label in (("embed", "embeddings"), ("rerank", "rerank (4 documents)"), ("chat", "generate (16 tokens)")):
     m, l = load("mm", kind), load("ls", kind)
     print(f"| {label}: requests/s ({m['concurrency']} clients) | {m['rps']:.1f} | {l['rps']:.1f} | {m['rps']/max(l['rps'],1e-9):.2f}x |")
     print(f"| {label}: p99 latency (ms) | {m['p99_us']/1000:.1f} | {l['p99_us']/1000:.1f} | {m['p99_us']/max(l['p99_us'],1):.2f}x |")

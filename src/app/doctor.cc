@@ -1,7 +1,6 @@
 // `mmserve doctor`: what this host offers mmserve. Never fails for lack of an accelerator.
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -27,12 +26,6 @@ std::string ReadField(const std::string& file, const std::string& key) {
     }
   }
   return "unknown";
-}
-
-std::string Mib(int64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return text;
 }
 
 // The CANN toolkit's version file next to the library (lib64/..), when it has one.
@@ -94,8 +87,8 @@ void ReportAscend(AclRuntime& runtime) {
       auto lease = guard.Acquire(runtime, d);
       auto memory = lease.ok() ? runtime.Memory(d) : Result<DeviceMemory>(lease.status());
       if (memory.ok()) {
-        std::cout << "    device " << d << ": " << Mib(memory->free) << " free of "
-                  << Mib(memory->total) << "\n";
+        std::cout << "    device " << d << ": " << FormatMib(memory->free) << " free of "
+                  << FormatMib(memory->total) << "\n";
       } else {
         std::cout << "    device " << d << ": " << memory.status().message() << "\n";
       }

@@ -1,6 +1,7 @@
 #include "common/strings.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <numeric>
 
@@ -70,5 +71,13 @@ std::string Base64Encode(std::string_view bytes) {
   }
   return out;
 }
+
+std::string FormatMib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+std::string FormatWholeMib(int64_t bytes) { return std::to_string((bytes + (1 << 19)) >> 20) + " MiB"; }
 
 }  // namespace mmserve

@@ -494,7 +494,7 @@ Status InferenceService::MakeRoom(const Entry& loading, int64_t bytes) {
     spdlog::info("memory: device {} budget {} MiB (capacity read at its first load)",
                  loading.domain, budget >> 20);
   }
-  auto mib = [](int64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; };
+  const auto mib = FormatWholeMib;
   while (true) {
     int64_t used = 0;
     std::shared_ptr<Entry> victim;

@@ -3,16 +3,9 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/strings.h"
+
 namespace mmserve {
-namespace {
-
-std::string Mib(int64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return text;
-}
-
-}  // namespace
 
 DeviceMemory MemoryOf(const ModelConfig& model, const BackendRegistry& backends) {
   if (auto backend = backends.Find(model.backend); backend.ok()) {
@@ -29,7 +22,7 @@ int64_t BudgetFor(const DeviceMemory& memory, const GlobalConfig& global, std::s
   if (source) {
     char text[96];
     std::snprintf(text, sizeof(text), "capacity %s x memory_headroom %.2f",
-                  Mib(memory.total).c_str(), global.memory_headroom);
+                  FormatMib(memory.total).c_str(), global.memory_headroom);
     *source = text;
   }
   return static_cast<int64_t>(static_cast<double>(memory.total) * global.memory_headroom);
@@ -72,7 +65,7 @@ std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegi
 std::string FormatPlan(const std::vector<DevicePlan>& plans) {
   std::ostringstream out;
   for (const auto& p : plans) {
-    out << "device " << p.domain << ": budget " << Mib(p.budget) << " (" << p.budget_source
+    out << "device " << p.domain << ": budget " << FormatMib(p.budget) << " (" << p.budget_source
         << ")\n";
     char row[512];
     std::snprintf(row, sizeof(row), "  %-24s %-10s %12s  %s\n", "model", "load", "estimate",
@@ -81,14 +74,14 @@ std::string FormatPlan(const std::vector<DevicePlan>& plans) {
     for (const auto& e : p.entries) {
       const std::string name = e.model + " v" + std::to_string(e.version);
       std::snprintf(row, sizeof(row), "  %-24s %-10s %12s  %s\n", name.c_str(),
-                    e.startup ? "startup" : "on_demand", Mib(e.bytes).c_str(), e.source.c_str());
+                    e.startup ? "startup" : "on_demand", FormatMib(e.bytes).c_str(), e.source.c_str());
       out << row;
     }
     char verdict[256];
     std::snprintf(verdict, sizeof(verdict),
                   "  start-up total %s x %.2f = %s %s %.0f%% of the budget (%s): %s\n",
-                  Mib(p.startup_bytes).c_str(), p.factor, Mib(p.required()).c_str(),
-                  p.fits() ? "within" : "exceeds", p.max_fill * 100, Mib(p.limit()).c_str(),
+                  FormatMib(p.startup_bytes).c_str(), p.factor, FormatMib(p.required()).c_str(),
+                  p.fits() ? "within" : "exceeds", p.max_fill * 100, FormatMib(p.limit()).c_str(),
                   p.fits() ? "fits" : "DOES NOT FIT");
     out << verdict;
   }

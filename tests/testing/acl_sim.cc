@@ -59,13 +59,13 @@ std::vector<std::string> ReadRecordFile(const std::filesystem::path& path) {
   return out;
 }
 
-namespace {
-
-std::string Field(const std::string& line, const std::string& key) {
+std::string RecordField(const std::string& line, const std::string& key) {
   const std::regex re("(?:^| )" + key + "=([^ ]+)");
   std::smatch m;
   return std::regex_search(line, m, re) ? m[1].str() : "";
 }
+
+namespace {
 
 std::string CallOf(const std::string& line) { return line.substr(0, line.find(' ')); }
 
@@ -77,13 +77,13 @@ std::string CheckTeardownOrder(const std::vector<std::string>& record, int* cont
   size_t last_teardown = 0;
   for (size_t i = 0; i < record.size(); ++i) {
     if (CallOf(record[i]) != "aclrtCreateContext" || !record[i].ends_with("-> 0")) continue;
-    const std::string ctx = Field(record[i], "new");
-    const std::string tid = Field(record[i], "tid");
+    const std::string ctx = RecordField(record[i], "new");
+    const std::string tid = RecordField(record[i], "tid");
     // The calls made with this context current, from its first free on.
     std::vector<size_t> lines;
     bool ran_model = false;
     for (size_t j = i + 1; j < record.size(); ++j) {
-      if (Field(record[j], "ctx") != ctx) continue;
+      if (RecordField(record[j], "ctx") != ctx) continue;
       const std::string call = CallOf(record[j]);
       if (call == "aclrtCreateStream") ran_model = true;
       if (!lines.empty() || call == "aclrtFree" || call == "aclmdlDestroyDataset") lines.push_back(j);
@@ -117,7 +117,7 @@ std::string CheckTeardownOrder(const std::vector<std::string>& record, int* cont
     }
     // The device reference of the thread goes right after its context.
     for (size_t j = end + 1; j < record.size(); ++j) {
-      if (Field(record[j], "tid") != tid) continue;
+      if (RecordField(record[j], "tid") != tid) continue;
       if (CallOf(record[j]) != "aclrtResetDevice") {
         problems += ctx + ": after its context, thread " + tid + " called " + record[j] + "\n";
       }

@@ -39,6 +39,9 @@ class AclSim {
 // Writes `name` (an .om file in the simulator's format, see sim/ascendcl/aclsim.h) into `dir`.
 std::filesystem::path WriteOm(const TempDir& dir, const std::string& name, const nlohmann::json& spec);
 
+// The value of `key=` in a record line ("" when absent): RecordField(line, "ctx") → "ctx3".
+std::string RecordField(const std::string& line, const std::string& key);
+
 // The lines of a record file written through ACLSIM_TRACE.
 std::vector<std::string> ReadRecordFile(const std::filesystem::path& path);
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "common/strings.h"
 
 namespace mmserve {
 namespace {
@@ -656,7 +657,7 @@ Result<MemoryEstimate> AclBackend::Estimate(const ModelConfig& model) const {
     return api->Error("sizing '" + path + "'", "aclmdlQuerySize", rc);
   }
   const auto n = static_cast<int64_t>(model.thread_num);
-  const auto mib = [](size_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; };
+  const auto mib = [](size_t b) { return FormatWholeMib(static_cast<int64_t>(b)); };
   MemoryEstimate e;
   if (o.pool) {
     e.bytes = static_cast<int64_t>(weight) + n * static_cast<int64_t>(work);

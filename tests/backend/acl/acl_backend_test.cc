@@ -7,7 +7,6 @@
 
 #include <cstring>
 #include <future>
-#include <regex>
 #include <set>
 
 #include <gmock/gmock.h>
@@ -27,6 +26,7 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using testing::AclSim;
+using testing::RecordField;
 using testing::Submit;
 
 constexpr size_t kMiB = 1 << 20;
@@ -55,12 +55,6 @@ json Classifier() {  // a static batch of 2, uint8 in, float out
           {"scale", 0.5},
           {"bias", 0.0},
           {"latency_us", 1000}};
-}
-
-std::string Field(const std::string& line, const std::string& key) {
-  std::smatch m;
-  const std::regex re("(?:^| )" + key + "=([^ ]+)");
-  return std::regex_search(line, m, re) ? m[1].str() : "";
 }
 
 class AclBackendTest : public ::testing::Test {
@@ -162,9 +156,9 @@ TEST_F(AclBackendTest, TwoModelsServeConcurrentlyAtTheirGearsWithBuffersFromLoad
   std::map<std::string, std::string> context_of;  // model id → ctx
   std::set<std::string> threads, classifier;
   for (const auto& line : sim_.Calls("aclmdlLoadFromFile")) {
-    context_of[Field(line, "model")] = Field(line, "ctx");
-    threads.insert(Field(line, "tid"));
-    if (Field(line, "path").ends_with("cls.om")) classifier.insert(Field(line, "model"));
+    context_of[RecordField(line, "model")] = RecordField(line, "ctx");
+    threads.insert(RecordField(line, "tid"));
+    if (RecordField(line, "path").ends_with("cls.om")) classifier.insert(RecordField(line, "model"));
   }
   ASSERT_EQ(context_of.size(), 3u) << "det x 2 workers + cls";
   EXPECT_EQ(threads.size(), 3u) << "each load on its own worker thread";
@@ -176,11 +170,11 @@ TEST_F(AclBackendTest, TwoModelsServeConcurrentlyAtTheirGearsWithBuffersFromLoad
   std::map<std::string, std::string> gear_by_thread;
   int batched = 0, det_runs = 0, cls_runs = 0;
   for (const auto& line : sim_.Record()) {
-    if (line.rfind("aclmdlSetDynamicBatchSize ", 0) == 0) gear_by_thread[Field(line, "tid")] = Field(line, "batch");
+    if (line.rfind("aclmdlSetDynamicBatchSize ", 0) == 0) gear_by_thread[RecordField(line, "tid")] = RecordField(line, "batch");
     if (line.rfind("aclmdlExecuteAsync ", 0) != 0) continue;
-    const std::string model = Field(line, "model");
-    EXPECT_EQ(Field(line, "ctx"), context_of[model]) << line;
-    const int batch = std::stoi(Field(line, "batch"));
+    const std::string model = RecordField(line, "model");
+    EXPECT_EQ(RecordField(line, "ctx"), context_of[model]) << line;
+    const int batch = std::stoi(RecordField(line, "batch"));
     if (classifier.count(model)) {
       ++cls_runs;
       EXPECT_EQ(batch, 2) << "the classifier's static batch: " << line;
@@ -188,8 +182,8 @@ TEST_F(AclBackendTest, TwoModelsServeConcurrentlyAtTheirGearsWithBuffersFromLoad
     }
     ++det_runs;
     EXPECT_THAT((std::vector<int>{1, 2, 4, 8}), ::testing::Contains(batch)) << line;
-    EXPECT_EQ(gear_by_thread[Field(line, "tid")], std::to_string(batch)) << line;
-    gear_by_thread.erase(Field(line, "tid"));
+    EXPECT_EQ(gear_by_thread[RecordField(line, "tid")], std::to_string(batch)) << line;
+    gear_by_thread.erase(RecordField(line, "tid"));
     if (batch > 1) ++batched;
   }
   EXPECT_EQ(cls_runs + det_runs, static_cast<int>(sim_.Calls("aclmdlExecuteAsync").size()));
@@ -229,7 +223,7 @@ TEST_F(AclBackendTest, TheEstimateIsQuerySizeAndTheFootprintIsWhatTheDeviceHolds
   // The weights are allocated once and shared by both loads.
   int weight_allocations = 0;
   for (const auto& line : sim_.Calls("aclrtMalloc")) {
-    if (Field(line, "size") == std::to_string(8 * kMiB)) ++weight_allocations;
+    if (RecordField(line, "size") == std::to_string(8 * kMiB)) ++weight_allocations;
   }
   EXPECT_EQ(weight_allocations, 1);
   EXPECT_EQ(sim_.Calls("aclmdlLoadFromFileWithMem").size(), 2u);
@@ -308,14 +302,14 @@ TEST_F(AclBackendTest, AHungStreamIs504AndTheInstanceIsRebuiltWhileTheOtherModel
   // The worker abandoned the stream and built a fresh instance on the same thread.
   std::string hung_tid;
   for (const auto& line : sim_.Calls("aclmdlExecuteAsync")) {
-    if (line.find("hang=1") != std::string::npos) hung_tid = Field(line, "tid");
+    if (line.find("hang=1") != std::string::npos) hung_tid = RecordField(line, "tid");
   }
   ASSERT_FALSE(hung_tid.empty());
   for (int i = 0; i < 100; ++i) {  // the restart follows the report
     bool rebuilt = false;
     bool hung_seen = false, destroyed = false;
     for (const auto& line : sim_.Record()) {
-      if (Field(line, "tid") != hung_tid) continue;
+      if (RecordField(line, "tid") != hung_tid) continue;
       if (line.find("hang=1") != std::string::npos) hung_seen = true;
       if (hung_seen && line.rfind("aclrtDestroyContext", 0) == 0) destroyed = true;
       if (destroyed && line.rfind("aclrtCreateContext", 0) == 0) rebuilt = true;

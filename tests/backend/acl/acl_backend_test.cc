@@ -374,5 +374,17 @@ TEST_F(AclBackendTest, WithoutAscendClItsModelsAreUnavailableAndTheRestServes) {
   EXPECT_TRUE(Submit(*service, std::move(echo)).get().ok());
 }
 
+TEST_F(AclBackendTest, WrongParamsAreConfigErrorsNamingTheField) {
+  const std::string yaml = "models:\n  - name: det\n    path: " + Om("det.om", Detector()) +
+                           "\n    params: {memory: shared, sync_timeout_ms: -1, soc: x}\n";
+  auto config = ParseConfig(yaml, (dir_.path() / "models.yaml").string(), *backends_);
+  ASSERT_FALSE(config.ok());
+  const std::string message(config.status().message());
+  EXPECT_THAT(message, HasSubstr("models[0].params.memory"));
+  EXPECT_THAT(message, HasSubstr("independent"));
+  EXPECT_THAT(message, HasSubstr("models[0].params.sync_timeout_ms"));
+  EXPECT_THAT(message, HasSubstr("models[0].params.soc"));
+}
+
 }  // namespace
 }  // namespace mmserve

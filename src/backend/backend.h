@@ -64,9 +64,26 @@ struct Execution {
   void set_stage(Stage s) { stage.store(s, std::memory_order_relaxed); }
 };
 
+// Where an engine can pause inside one execution so that a more important model on the same
+// device gets the compute (scheduler/priority_gate.h); llama.cpp: between two layers of its
+// compute graph, outside its thread pool's parallel region. MayYield() says whether a more
+// important model exists at all (if not, an engine need not stop at yield points); ShouldYield()
+// is cheap and says whether Yield() would wait — an engine that holds threads others could use
+// parks them first. Called only on the instance's worker thread.
+class YieldPoint {
+ public:
+  virtual ~YieldPoint() = default;
+  virtual bool MayYield() const = 0;
+  virtual bool ShouldYield() const = 0;
+  virtual void Yield() = 0;
+};
+
 class Instance {
  public:
   virtual ~Instance() = default;
+  // Set by the worker before the first execution; null when nothing ever needs to pause.
+  void set_yield_point(YieldPoint* yield) { yield_ = yield; }
+  YieldPoint* yield_point() const { return yield_; }
   // Runs one batch, filling each item's result. A non-OK return fails every request in the
   // batch with that status. Called only from the instance's own worker thread.
   virtual Status Execute(Execution& execution) = 0;
@@ -74,6 +91,15 @@ class Instance {
   // the worker then destroys this instance and creates a fresh one. Returns false when the
   // engine cannot be interrupted. Any thread; the instance outlives the call.
   virtual bool Abort() { return false; }
+  // The worker has nothing to run for a while (idle, or giving way): give back what costs other
+  // models while this one waits. llama.cpp: its OpenMP compute threads — once a process holds
+  // more OpenMP threads than cores, every team stops spinning at its barriers and sleeps
+  // instead, which makes a busy small model several times slower next to an idle one. The next
+  // execution starts them again. Called only on the worker thread.
+  virtual void Park() {}
+
+ private:
+  YieldPoint* yield_ = nullptr;
 };
 
 // The instance of a kContinuous session: it owns an iteration loop over sequences in slots.

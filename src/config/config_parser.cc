@@ -243,6 +243,8 @@ class Parser {
     g.keep_alive = ReadDuration(r, "keep_alive", g.keep_alive);
     g.drain_timeout = ReadDuration(r, "drain_timeout", g.drain_timeout)
                           .value_or(std::chrono::milliseconds(kMaxTimeoutMs));
+    g.priority_linger = ReadDuration(r, "priority_linger", g.priority_linger)
+                            .value_or(std::chrono::milliseconds(kMaxTimeoutMs));
     g.log_level = r.String("log_level", g.log_level,
                            {"trace", "debug", "info", "warn", "error", "critical", "off"});
     if (auto jobs = r.Map("jobs")) {

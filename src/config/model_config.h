@@ -135,6 +135,9 @@ struct GlobalConfig {
   int max_connections = 1024;  // beyond: 503 with Retry-After
   int64_t max_in_flight = 0;   // requests being handled at once; beyond: 503; 0 = no limit
   std::vector<std::string> cors_origins;  // allowed browser origins ("*": any); empty = no CORS
+  // How long after a model's last answer the models of less important priority on its device
+  // still give way to it (scheduler/priority_gate.h).
+  std::chrono::milliseconds priority_linger{5};
 };
 
 struct ServerConfig {

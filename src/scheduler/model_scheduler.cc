@@ -14,6 +14,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// A worker idle this long parks its instance (Instance::Park).
+constexpr auto kParkAfter = 200ms;
+
 int64_t Nanos(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
@@ -97,6 +100,27 @@ struct ModelScheduler::Running {
   const Execution* execution = nullptr;  // batch style: its stage
   int batch = 0;
   Instance* instance = nullptr;
+  bool paused = false;               // giving way at the PriorityGate now
+  Clock::duration paused_for{0};     // summed; the watchdog adds it to the deadline
+};
+
+// The yield point a worker hands its instance: GiveWay() on that worker's thread.
+class ModelScheduler::Yielder final : public YieldPoint {
+ public:
+  Yielder(ModelScheduler& s, int index) : s_(s), index_(index) {}
+  void set_stop(std::stop_token stop) { stop_ = std::move(stop); }
+  bool MayYield() const override {
+    return s_.options_.gate && s_.options_.gate->MayYield(s_.options_.default_priority);
+  }
+  bool ShouldYield() const override {
+    return s_.options_.gate && s_.options_.gate->MustYield(s_.options_.default_priority);
+  }
+  void Yield() override { s_.GiveWay(index_, stop_); }
+
+ private:
+  ModelScheduler& s_;
+  const int index_;
+  std::stop_token stop_;  // the worker's; set on its thread before its first execution
 };
 
 std::array<LevelPolicy, kMaxPriorityLevel + 1> ModelScheduler::Levels(
@@ -114,6 +138,8 @@ ModelScheduler::ModelScheduler(Options options, Session& session)
       running_(static_cast<size_t>(options_.thread_num)),
       active_(static_cast<size_t>(options_.thread_num)) {
   stats_.workers.resize(static_cast<size_t>(options_.thread_num));
+  for (int i = 0; i < options_.thread_num; ++i) yielders_.push_back(std::make_unique<Yielder>(*this, i));
+  if (options_.gate) options_.gate->AddModel(options_.default_priority);
 }
 
 Result<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(Options options,
@@ -156,6 +182,7 @@ ModelScheduler::~ModelScheduler() {
   for (auto& p : left) {
     Finish(p->ledger, std::move(p->done), Unavailable("model '" + options_.model + "' was unloaded"));
   }
+  if (options_.gate) options_.gate->RemoveModel(options_.default_priority);
 }
 
 Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
@@ -185,6 +212,7 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
       p->ledger.seq = next_seq_++;
       queue.push_back(std::move(p));
       ++queued_;
+      if (options_.gate) options_.gate->Enter(options_.default_priority);
     }
   }
   if (!rejected.ok()) {
@@ -275,6 +303,7 @@ std::vector<std::unique_ptr<ModelScheduler::Pending>> ModelScheduler::TakeReques
 }
 
 void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferResponse> result) {
+  if (options_.gate) options_.gate->Leave(options_.default_priority);
   const auto now = Clock::now();
   const Status& status = result.status();
   std::string what;
@@ -337,6 +366,8 @@ void ModelScheduler::WorkerLoop(std::stop_token stop, int index) {
   }
   cv_.notify_all();
   if (!instance.ok()) return;
+  yielders_[static_cast<size_t>(index)]->set_stop(stop);
+  (*instance)->set_yield_point(yielders_[static_cast<size_t>(index)].get());
   if (session_.style() == ExecutionStyle::kContinuous) {
     return ContinuousLoop(stop, index, std::move(*instance));
   }
@@ -351,11 +382,36 @@ std::unique_ptr<Instance> ModelScheduler::Restart(int index, std::unique_ptr<Ins
                   options_.model, index, fresh.status().ToString());
     return nullptr;
   }
+  (*fresh)->set_yield_point(yielders_[static_cast<size_t>(index)].get());
   spdlog::info("model {} worker {}: instance replaced after the watchdog report", options_.model,
                index);
   std::lock_guard lock(stats_mu_);
   ++stats_.workers[static_cast<size_t>(index)].restarts;
   return std::move(*fresh);
+}
+
+void ModelScheduler::GiveWay(int index, std::stop_token stop) {
+  PriorityGate* gate = options_.gate;
+  const int level = options_.default_priority;
+  if (!gate || !gate->MustYield(level)) return;
+  Running& running = running_[static_cast<size_t>(index)];
+  Clock::time_point until = Clock::time_point::max();
+  {
+    std::lock_guard lock(mu_);
+    if (running.active) {
+      running.paused = true;
+      until = running.deadline;  // then it runs to the end, late rather than never
+    }
+  }
+  const Clock::duration waited = gate->Wait(level, until, stop);
+  {
+    std::lock_guard lock(mu_);
+    running.paused = false;
+    running.paused_for += waited;
+  }
+  std::lock_guard lock(stats_mu_);
+  ++stats_.yields;
+  stats_.yield_ns += Nanos(waited);
 }
 
 void ModelScheduler::BatchLoop(std::stop_token stop, int index,
@@ -364,8 +420,21 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
   Running& running = running_[static_cast<size_t>(index)];
   std::unique_lock lock(mu_);
   while (instance) {
-    cv_.wait(lock, stop, [&] { return queued_ > 0; });
+    if (!cv_.wait_for(lock, stop, kParkAfter, [&] { return queued_ > 0; })) {
+      if (stop.stop_requested()) return;
+      lock.unlock();
+      instance->Park();
+      lock.lock();
+      cv_.wait(lock, stop, [&] { return queued_ > 0; });
+    }
     if (stop.stop_requested()) return;
+    if (options_.gate && options_.gate->MustYield(options_.default_priority)) {
+      lock.unlock();
+      instance->Park();
+      GiveWay(index, stop);  // the requests stay queued (and batch up) meanwhile
+      lock.lock();
+      continue;
+    }
     if (options_.max_queue_delay.count() > 0 && static_cast<size_t>(queued_) < max_batch) {
       Clock::time_point oldest = Clock::time_point::max();
       for (const auto& q : queues_) {
@@ -462,9 +531,16 @@ void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
     int sequences = 0;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, stop, [&] {
+      const auto has_work = [&] {
         return !instance->idle() || (queued_ > 0 && instance->free_slots() > 0);
-      });
+      };
+      if (!cv_.wait_for(lock, stop, kParkAfter, has_work)) {
+        if (stop.stop_requested()) break;
+        lock.unlock();
+        instance->Park();
+        lock.lock();
+        cv_.wait(lock, stop, has_work);
+      }
       if (stop.stop_requested()) break;
       auto taken =
           TakeRequests(static_cast<size_t>(std::max(0, instance->free_slots())), dead);
@@ -488,6 +564,10 @@ void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
     }
     for (auto& [p, s] : dead) Finish(p->ledger, std::move(p->done), std::move(s));
     for (auto& r : admitted) instance->Admit(std::move(r));
+    if (!instance->idle() && yielders_[static_cast<size_t>(index)]->ShouldYield()) {
+      instance->Park();
+      GiveWay(index, stop);
+    }
     if (!instance->idle()) {
       const auto start = Clock::now();
       instance->Step();
@@ -543,8 +623,8 @@ void ModelScheduler::WatchdogLoop(std::stop_token stop) {
     std::vector<Hung> hung;
     for (size_t w = 0; w < running_.size(); ++w) {
       Running& r = running_[w];
-      if (!r.active || r.reported || r.deadline == Clock::time_point::min() ||
-          now < r.deadline + options_.watchdog_margin) {
+      if (!r.active || r.reported || r.paused || r.deadline == Clock::time_point::min() ||
+          now < r.deadline + r.paused_for + options_.watchdog_margin) {
         continue;
       }
       r.reported = true;

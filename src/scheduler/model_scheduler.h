@@ -18,6 +18,11 @@
 // deadline once — model, version, batch size, stage, elapsed time — answers its requests 504,
 // opens the breaker and aborts the instance, which the worker then replaces.
 //
+// Across models: with a PriorityGate (one per device), the model's priority is its level there;
+// while a more important model on the device is busy, the workers start nothing and an
+// execution in progress pauses at the engine's yield points (at most until its latest
+// deadline; paused time does not count toward a hang).
+//
 // Threads: `thread_num` workers and one watchdog, started by Create() and joined by the
 // destructor. Enqueue() is thread-safe and never blocks on a device. A worker is the only
 // thread that touches its instance (except Instance::Abort()).
@@ -38,6 +43,7 @@
 #include "common/result.h"
 #include "config/model_config.h"
 #include "scheduler/circuit_breaker.h"
+#include "scheduler/priority_gate.h"
 
 namespace mmserve {
 
@@ -72,6 +78,8 @@ struct SchedulerStats {
   std::string breaker_reason;
   int64_t breaker_opened = 0;
   int64_t watchdog_reports = 0;
+  int64_t yields = 0;    // times a worker gave way to a more important model (PriorityGate)
+  int64_t yield_ns = 0;  // ... and how long, summed
   std::vector<WorkerInfo> workers;
 };
 
@@ -95,6 +103,9 @@ class ModelScheduler {
     std::chrono::milliseconds watchdog_margin{1'000};
     std::vector<int> cpu_affinity;  // cores the workers are pinned to; empty = any
     int nice = 0;                   // nice value of the workers (0 = unchanged)
+    // The device's gate, where default_priority is this model's level; not owned, outlives the
+    // scheduler. Null: never gives way.
+    PriorityGate* gate = nullptr;
   };
 
   // Every level with `max_size` and `timeout`, except those `queue` overrides.
@@ -125,6 +136,7 @@ class ModelScheduler {
   struct Ledger;
   struct Pending;
   struct Running;
+  class Yielder;
 
   ModelScheduler(Options options, Session& session);
   void WorkerLoop(std::stop_token stop, int index);
@@ -142,6 +154,9 @@ class ModelScheduler {
   void Deliver(uint64_t seq, InferCallback done, Result<InferResponse> result);
   void OnContinuousDone(int worker, Pending* p, Result<InferResponse> result);
   std::unique_ptr<Instance> Restart(int index, std::unique_ptr<Instance> instance);
+  // Waits while the gate says a more important model has work: before a worker takes a batch,
+  // and (through worker `index`'s Yielder) at the engine's yield points inside an execution.
+  void GiveWay(int index, std::stop_token stop);
 
   const Options options_;
   Session& session_;  // not owned
@@ -158,6 +173,7 @@ class ModelScheduler {
   int instances_ready_ = 0;  // guarded by mu_
   Status instance_error_;    // guarded by mu_
   std::vector<Running> running_;  // guarded by mu_; one per worker
+  std::vector<std::unique_ptr<Yielder>> yielders_;  // one per worker, set before it starts
   // Requests admitted into a continuous instance, per worker. Guarded by mu_.
   std::vector<std::map<Pending*, std::unique_ptr<Pending>>> active_;
 

@@ -185,6 +185,15 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
            stat(&SchedulerStats::breaker_opened));
   w.Family("mmserve_watchdog_reports_total", "counter",
            "Executions the watchdog found hung", stat(&SchedulerStats::watchdog_reports));
+  w.Family("mmserve_priority_yields_total", "counter",
+           "Times the model's workers gave way to a more important model on the device",
+           stat(&SchedulerStats::yields));
+  w.Family("mmserve_priority_yield_seconds_total", "counter",
+           "Time the model's workers spent giving way to more important models",
+           [](M m) -> std::optional<double> {
+             if (!m.stats) return std::nullopt;
+             return static_cast<double>(m.stats->yield_ns) / 1e9;
+           });
   w.Family("mmserve_tokens_generated_total", "counter", "Tokens generated",
            [](M m) { return Counter(m, "generated_tokens"); });
   w.Family("mmserve_tokens_decoded_total", "counter",

@@ -116,6 +116,9 @@ InferenceService::InferenceService(ServerConfig config, const BackendRegistry& b
     budgets_[entry->domain] = memory.total > 0 || config_.global.memory_pool_mb > 0
                                   ? BudgetFor(memory, config_.global)
                                   : kBudgetUnknown;
+    if (!gates_.count(entry->domain)) {
+      gates_[entry->domain] = std::make_unique<PriorityGate>(config_.global.priority_linger);
+    }
     devices_.insert(m.device_id);
     versions[m.name][m.version] = std::move(entry);
   }
@@ -450,7 +453,8 @@ void InferenceService::Load(Entry& entry) {
        .breaker = {.failures = m.breaker.failures, .cooldown = m.breaker.cooldown},
        .watchdog_margin = m.watchdog_margin,
        .cpu_affinity = m.cpu_affinity,
-       .nice = m.nice},
+       .nice = m.nice,
+       .gate = gates_.at(entry.domain).get()},
       *loaded->session);
   if (!scheduler.ok()) return fail(scheduler.status());
   loaded->scheduler = std::move(*scheduler);

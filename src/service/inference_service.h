@@ -187,6 +187,8 @@ class InferenceService {
   // runtime could not tell before it was up) is read at the domain's first load.
   static constexpr int64_t kBudgetUnknown = -1;
   std::map<std::string, int64_t> budgets_;
+  // Per memory domain (a device's models share its compute too); fixed after construction.
+  std::map<std::string, std::unique_ptr<PriorityGate>> gates_;
   std::set<int> devices_;                   // device ids locked at start; fixed
 
   mutable std::shared_mutex models_mu_;

@@ -14,8 +14,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // A session whose instances record what they execute. A request's id steers it: "fail" fails
-// the batch, "hang" blocks until the instance is aborted, "slow" takes 100 ms; and every
-// execution waits while the session is held.
+// the batch, "hang" blocks until the instance is aborted, "slow" takes 100 ms, "yielding" takes
+// ten 10 ms steps with the instance's yield point between them (as llama.cpp between graph
+// nodes); and every execution waits while the session is held.
 class FakeSession final : public Session {
  public:
   const ModelSignature& signature() const override { return signature_; }
@@ -57,16 +58,25 @@ class FakeInstance final : public Instance {
     s_.cv.wait(lock, [&] { return s_.released; });
     s_.batch_sizes.push_back(execution.items.size());
     s_.tiers.push_back(execution.tier);
-    bool fail = false, hang = false, slow = false;
+    bool fail = false, hang = false, slow = false, yielding = false;
     for (auto& item : execution.items) {
       s_.executed_ids.push_back(item.request->id);
       fail = fail || item.request->id == "fail";
       hang = hang || item.request->id == "hang";
       slow = slow || item.request->id == "slow";
+      yielding = yielding || item.request->id == "yielding";
     }
     execution.set_stage(Stage::kExecute);
     if (hang) s_.cv.wait(lock, [&] { return aborted_; });
     if (slow) s_.cv.wait_for(lock, 100ms, [&] { return aborted_; });
+    if (yielding) {
+      lock.unlock();
+      for (int step = 0; step < 10; ++step) {
+        std::this_thread::sleep_for(10ms);
+        if (yield_point()) yield_point()->Yield();
+      }
+      lock.lock();
+    }
     if (aborted_) return Cancelled("aborted");
     if (fail) return Internal("engine fault");
     for (auto& item : execution.items) item.result = InferResponse{};
@@ -432,6 +442,108 @@ TEST(ModelSchedulerTest, WorkersReportTheirPinningAndNiceValue) {
     EXPECT_GT(w.tid, 0);
   }
   EXPECT_NE(workers[0].tid, workers[1].tid);
+}
+
+}  // namespace
+}  // namespace mmserve
+
+namespace mmserve {
+namespace {
+
+// Model a (level 1) and model b (level 3) on one device's gate.
+struct TwoModels {
+  explicit TwoModels(std::chrono::milliseconds linger, std::chrono::milliseconds b_timeout = 30s,
+                     std::chrono::milliseconds b_margin = 1s)
+      : gate(linger) {
+    auto a_opts = Opts();
+    a_opts.model = "a";
+    a_opts.default_priority = 1;
+    a_opts.gate = &gate;
+    auto b_opts = Opts();
+    b_opts.model = "b";
+    b_opts.default_priority = 3;
+    b_opts.gate = &gate;
+    b_opts.levels = ModelScheduler::Levels(QueueConfig{}, b_timeout);
+    b_opts.watchdog_margin = b_margin;
+    auto created_a = ModelScheduler::Create(a_opts, a_session);
+    auto created_b = ModelScheduler::Create(b_opts, b_session);
+    a = std::move(*created_a);
+    b = std::move(*created_b);
+  }
+  // Starts b on a "yielding" execution, then makes a busy with a request held in execution.
+  void BusyAWhileBRuns(Outcome& b_running, Outcome& a_held) {
+    ASSERT_TRUE(b->Enqueue(Request(b_running, "yielding")).ok());
+    while (b->executing() == 0) std::this_thread::sleep_for(1ms);
+    a_session.Hold();
+    ASSERT_TRUE(a->Enqueue(Request(a_held)).ok());
+  }
+
+  PriorityGate gate;
+  FakeSession a_session, b_session;
+  std::unique_ptr<ModelScheduler> a, b;
+};
+
+TEST(ModelSchedulerTest, ALessImportantModelGivesWayWhileAMoreImportantOneHasWork) {
+  Outcome b_running, b_next, a_held;
+  TwoModels m(20ms);
+  m.BusyAWhileBRuns(b_running, a_held);
+  // Unhindered, b's execution takes 100 ms; it pauses at its next yield point instead.
+  EXPECT_EQ(b_running.future.wait_for(300ms), std::future_status::timeout);
+  // Nor does b start another execution while a is busy.
+  ASSERT_TRUE(m.b->Enqueue(Request(b_next, "next")).ok());
+  std::this_thread::sleep_for(50ms);
+  EXPECT_THAT(m.b_session.Executed(), ElementsAre("yielding"));
+
+  const auto released = Clock::now();
+  m.a_session.Release();
+  EXPECT_TRUE(a_held.future.get().ok());
+  EXPECT_TRUE(b_running.future.get().ok());
+  EXPECT_TRUE(b_next.future.get().ok());
+  EXPECT_GE(b_running.at - released, 20ms) << "b resumes after a's linger";
+  EXPECT_THAT(m.b_session.Executed(), ElementsAre("yielding", "next"));
+  const SchedulerStats b_stats = m.b->stats();
+  EXPECT_GE(b_stats.yields, 1);
+  EXPECT_GE(b_stats.yield_ns, 300'000'000);
+  EXPECT_EQ(b_stats.watchdog_reports, 0);
+  EXPECT_EQ(m.a->stats().yields, 0) << "the more important model never waits";
+}
+
+TEST(ModelSchedulerTest, APauseEndsAtTheExecutionsDeadlineAndIsNotAHang) {
+  Outcome b_running, a_held;
+  // b's requests time out after 300 ms; a stays busy far longer. The watchdog margin (50 ms) is
+  // shorter than b's remaining work after its deadline, so counting the pause as execution
+  // time would report a hang.
+  TwoModels m(0ms, /*b_timeout=*/300ms, /*b_margin=*/50ms);
+  const auto start = Clock::now();
+  m.BusyAWhileBRuns(b_running, a_held);
+  ASSERT_EQ(b_running.future.wait_for(3s), std::future_status::ready);
+  EXPECT_TRUE(b_running.future.get().ok()) << "answered late, not abandoned";
+  EXPECT_GE(b_running.at - start, 300ms);
+  const SchedulerStats b_stats = m.b->stats();
+  EXPECT_EQ(b_stats.watchdog_reports, 0);
+  EXPECT_EQ(b_stats.breaker, CircuitBreaker::State::kClosed);
+  EXPECT_EQ(a_held.future.wait_for(0ms), std::future_status::timeout) << "a is still busy";
+  m.a_session.Release();
+  EXPECT_TRUE(a_held.future.get().ok());
+}
+
+TEST(ModelSchedulerTest, ModelsOfEqualPriorityNeverWaitForEachOther) {
+  PriorityGate gate(50ms);
+  FakeSession x_session, y_session;
+  auto opts = Opts();
+  opts.gate = &gate;
+  auto x = ModelScheduler::Create(opts, x_session);
+  auto y = ModelScheduler::Create(opts, y_session);
+  ASSERT_TRUE(x.ok() && y.ok());
+  Outcome x_held, y_done;
+  x_session.Hold();
+  ASSERT_TRUE((*x)->Enqueue(Request(x_held)).ok());
+  ASSERT_TRUE((*y)->Enqueue(Request(y_done, "yielding")).ok());
+  ASSERT_EQ(y_done.future.wait_for(2s), std::future_status::ready);
+  EXPECT_TRUE(y_done.future.get().ok());
+  EXPECT_EQ((*y)->stats().yields, 0);
+  x_session.Release();
+  EXPECT_TRUE(x_held.future.get().ok());
 }
 
 }  // namespace

@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string_view>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace mmserve {
 namespace {
@@ -15,7 +20,45 @@ void NormalizeL2(const float* in, float* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = in[i] * norm;
 }
 
+bool LlamaAbortRequested(void* hooks) {
+  return static_cast<const LlamaHooks*>(hooks)->aborted.load(std::memory_order_relaxed);
+}
+
+// Cuts after the attention, the FFN's up projection and the FFN, under the names llama.cpp's
+// graph builders give those tensors ("kqv_out-3", "ffn_up-3", "ffn_out-3", and "l_out-3", the
+// layer's output).
+bool IsCut(std::string_view name) {
+  return name.starts_with("kqv_out-") || name.starts_with("ffn_up-") ||
+         name.starts_with("ffn_out-") || name.starts_with("l_out-");
+}
+
+bool LlamaAtGraphCut(ggml_tensor* t, bool ask, void* hooks) {
+  const auto* h = static_cast<const LlamaHooks*>(hooks);
+  YieldPoint* yield = h->instance ? h->instance->yield_point() : nullptr;
+  // Each cut ends the compute threads' parallel region; none unless a more important model
+  // is loaded on the device.
+  if (ask) return yield && IsCut(t->name) && yield->MayYield();
+  if (yield && !h->aborted.load(std::memory_order_relaxed) && yield->ShouldYield()) {
+    ReleaseComputeThreads();
+    yield->Yield();
+  }
+  return true;  // aborting is the abort callback's job
+}
+
 }  // namespace
+
+void LlamaHooks::Attach(llama_context_params& params) {
+  params.abort_callback = &LlamaAbortRequested;
+  params.abort_callback_data = this;
+  params.cb_eval = &LlamaAtGraphCut;
+  params.cb_eval_user_data = this;
+}
+
+void ReleaseComputeThreads() {
+#ifdef _OPENMP
+  omp_pause_resource_all(omp_pause_soft);
+#endif
+}
 
 Result<std::unique_ptr<LlamaEncoder>> LlamaEncoder::Create(const llama_model* model,
                                                           EncoderTask task,
@@ -41,6 +84,8 @@ Result<std::unique_ptr<LlamaEncoder>> LlamaEncoder::Create(const llama_model* mo
   } else if (options.pooling == "last") {
     params.pooling_type = LLAMA_POOLING_TYPE_LAST;
   }
+  auto hooks = std::make_unique<LlamaHooks>();
+  hooks->Attach(params);
   LlamaContextPtr context(llama_init_from_model(const_cast<llama_model*>(model), params));
   if (!context) return Internal("llama.cpp could not create a context (see its log)");
   if (task == EncoderTask::kEmbed && llama_pooling_type(context.get()) == LLAMA_POOLING_TYPE_NONE) {
@@ -48,18 +93,20 @@ Result<std::unique_ptr<LlamaEncoder>> LlamaEncoder::Create(const llama_model* mo
                            "pooling type; set params.pooling to mean, cls or last");
   }
   return std::unique_ptr<LlamaEncoder>(
-      new LlamaEncoder(model, task, options, stats, std::move(context)));
+      new LlamaEncoder(model, task, options, stats, std::move(hooks), std::move(context)));
 }
 
 LlamaEncoder::LlamaEncoder(const llama_model* model, EncoderTask task, LlamaOptions options,
-                           LlamaStats& stats, LlamaContextPtr context)
+                           LlamaStats& stats, std::unique_ptr<LlamaHooks> hooks,
+                           LlamaContextPtr context)
     : model_(model),
       vocab_(llama_model_get_vocab(model)),
       task_(task),
       options_(std::move(options)),
       stats_(stats),
+      hooks_(std::move(hooks)),
       context_(std::move(context)) {
-  llama_set_abort_callback(context_.get(), &LlamaAbortRequested, &aborted_);
+  hooks_->instance = this;
   n_batch_ = static_cast<int>(llama_n_batch(context_.get()));
   n_seq_max_ = static_cast<int>(llama_n_seq_max(context_.get()));
   n_embd_ = llama_model_n_embd_out(model_);
@@ -176,7 +223,7 @@ Status LlamaEncoder::Prepare(size_t item, const InferRequest& request, std::vect
 
 Status LlamaEncoder::Decode(const std::vector<Sequence>& seqs, size_t begin, size_t end,
                             std::vector<float>& rows) {
-  if (aborted_.load()) return Cancelled("the execution was aborted");
+  if (hooks_->aborted.load()) return Cancelled("the execution was aborted");
   batch_.n_tokens = 0;
   for (size_t s = begin; s < end; ++s) {
     const auto& tokens = seqs[s].tokens;
@@ -212,12 +259,8 @@ Status LlamaEncoder::Decode(const std::vector<Sequence>& seqs, size_t begin, siz
   return Status::Ok();
 }
 
-bool LlamaAbortRequested(void* flag) {
-  return static_cast<std::atomic<bool>*>(flag)->load(std::memory_order_relaxed);
-}
-
 bool LlamaEncoder::Abort() {
-  aborted_.store(true);
+  hooks_->aborted.store(true);
   return true;
 }
 

@@ -22,8 +22,24 @@ struct LlamaContextDeleter {
 using LlamaModelPtr = std::unique_ptr<llama_model, LlamaModelDeleter>;
 using LlamaContextPtr = std::unique_ptr<llama_context, LlamaContextDeleter>;
 
-// The abort callback llama.cpp polls during a decode: `flag` is a std::atomic<bool>.
-bool LlamaAbortRequested(void* flag);
+// What llama.cpp calls back during one instance's decodes. Allocated before the context that
+// points at it; `instance` is set by the instance.
+//  - The abort callback, between two nodes of the compute graph, inside the compute threads'
+//    parallel region: true once the watchdog aborted the instance.
+//  - The eval callback, at the graph's cuts (each layer's FFN input and output), outside that
+//    region: where the instance gives way to more important models (Instance::yield_point()),
+//    parking its compute threads first. Pausing inside the region instead would leave the
+//    other compute threads of the team waiting at a barrier, counted by OpenMP as busy.
+struct LlamaHooks {
+  Instance* instance = nullptr;
+  std::atomic<bool> aborted{false};
+  // Points `params` at this object's callbacks.
+  void Attach(llama_context_params& params);
+};
+
+// Gives back the calling thread's OpenMP compute threads (they start again at its next
+// decode). A no-op in a build without OpenMP.
+void ReleaseComputeThreads();
 
 // Decode counters shared by a session's instances, for stats and tests.
 struct LlamaStats {
@@ -47,6 +63,7 @@ class LlamaEncoder final : public Instance {
 
   Status Execute(Execution& execution) override;
   bool Abort() override;
+  void Park() override { ReleaseComputeThreads(); }
 
   // The longest input (in tokens) one sequence may have.
   int max_tokens() const { return max_tokens_; }
@@ -61,7 +78,7 @@ class LlamaEncoder final : public Instance {
   };
 
   LlamaEncoder(const llama_model* model, EncoderTask task, LlamaOptions options,
-               LlamaStats& stats, LlamaContextPtr context);
+               LlamaStats& stats, std::unique_ptr<LlamaHooks> hooks, LlamaContextPtr context);
   std::vector<llama_token> Tokenize(std::string_view text, bool add_special) const;
   // Tokenizes one request's texts into sequences; an error fails that request only.
   Status Prepare(size_t item, const InferRequest& request, std::vector<Sequence>& out,
@@ -78,8 +95,8 @@ class LlamaEncoder final : public Instance {
   const EncoderTask task_;
   const LlamaOptions options_;
   LlamaStats& stats_;
+  std::unique_ptr<LlamaHooks> hooks_;  // before the context, which calls it
   LlamaContextPtr context_;
-  std::atomic<bool> aborted_{false};
   llama_batch batch_;
   int n_embd_;
   int row_width_;   // floats written per sequence: n_embd (embed) or 1 (rerank)

@@ -36,21 +36,24 @@ Result<std::unique_ptr<LlamaGenerator>> LlamaGenerator::Create(const llama_model
   params.n_threads = ThreadCount(options);
   params.n_threads_batch = params.n_threads;
   params.no_perf = true;
+  auto hooks = std::make_unique<LlamaHooks>();
+  hooks->Attach(params);
   LlamaContextPtr context(llama_init_from_model(const_cast<llama_model*>(model), params));
   if (!context) return Internal("llama.cpp could not create a context (see its log)");
   return std::unique_ptr<LlamaGenerator>(
-      new LlamaGenerator(model, options, stats, std::move(context)));
+      new LlamaGenerator(model, options, stats, std::move(hooks), std::move(context)));
 }
 
 LlamaGenerator::LlamaGenerator(const llama_model* model, LlamaOptions options, LlamaStats& stats,
-                               LlamaContextPtr context)
+                               std::unique_ptr<LlamaHooks> hooks, LlamaContextPtr context)
     : model_(model),
       vocab_(llama_model_get_vocab(model)),
       options_(std::move(options)),
       stats_(stats),
+      hooks_(std::move(hooks)),
       context_(std::move(context)),
       slots_(static_cast<size_t>(llama_n_seq_max(context_.get()))) {
-  llama_set_abort_callback(context_.get(), &LlamaAbortRequested, &aborted_);
+  hooks_->instance = this;
   n_batch_ = static_cast<int>(llama_n_batch(context_.get()));
   n_ctx_seq_ = static_cast<int>(llama_n_ctx_seq(context_.get()));
   batch_ = llama_batch_init(n_batch_, 0, 1);
@@ -62,7 +65,7 @@ LlamaGenerator::~LlamaGenerator() {
 }
 
 bool LlamaGenerator::Abort() {
-  aborted_.store(true);
+  hooks_->aborted.store(true);
   return true;
 }
 

@@ -42,6 +42,7 @@ class LlamaGenerator final : public ContinuousInstance {
   void Step() override;
   void CancelAll(const Status& status) override;
   bool Abort() override;
+  void Park() override { ReleaseComputeThreads(); }
 
  private:
   struct Slot {
@@ -58,7 +59,7 @@ class LlamaGenerator final : public ContinuousInstance {
   };
 
   LlamaGenerator(const llama_model* model, LlamaOptions options, LlamaStats& stats,
-                 LlamaContextPtr context);
+                 std::unique_ptr<LlamaHooks> hooks, LlamaContextPtr context);
   Status Prepare(Slot& slot);
   // Chat messages rendered with params.chat_template, the model's template, or ChatML.
   Result<std::string> RenderChat(const Tensor& roles, const Tensor& contents) const;
@@ -72,8 +73,8 @@ class LlamaGenerator final : public ContinuousInstance {
   const llama_vocab* vocab_;
   const LlamaOptions options_;
   LlamaStats& stats_;
+  std::unique_ptr<LlamaHooks> hooks_;  // before the context, which calls it
   LlamaContextPtr context_;
-  std::atomic<bool> aborted_{false};
   llama_batch batch_;
   std::vector<Slot> slots_;
   int active_ = 0;

@@ -98,6 +98,7 @@ json ModelStats(const ModelInfo& info) {
                       {"reason", st->breaker_reason},
                       {"times_opened", st->breaker_opened}};
     mms["watchdog_reports"] = st->watchdog_reports;
+    mms["priority_yields"] = {{"count", st->yields}, {"us", st->yield_ns / 1000}};
     mms["workers"] = workers;
   }
   out["mmserve"] = mms;

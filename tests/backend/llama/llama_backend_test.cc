@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <future>
 
 #include <gmock/gmock.h>
@@ -133,6 +134,64 @@ TEST_F(LlamaBackendTest, TheWatchdogAbortsAnOverrunningDecodeAndTheWorkerStartsA
   auto probe = Submit(*service, Embed({"hello again"})).get();
   ASSERT_TRUE(probe.ok()) << probe.status().ToString();
   EXPECT_EQ(service->GetModel("embedder")->state, ModelState::kReady);
+}
+
+TEST_F(LlamaBackendTest, ALowPriorityDecodePausesBetweenLayersWhileAMoreImportantModelWorks) {
+  auto service = Start(EmbedderYaml("    priority: low\n") +
+                       "  - name: urgent\n    backend: identity\n    priority: high\n"
+                       "    params: {latency_ms: 400, tensors: [{input: TEXT, output: EMBEDDING, "
+                       "datatype: BYTES}]}\n");
+  std::string long_text;
+  for (int i = 0; i < 500; ++i) long_text += "word ";
+  auto solo = Submit(*service, Embed({long_text})).get();
+  ASSERT_TRUE(solo.ok()) << solo.status().ToString();
+  // One execution of 128 long texts: dozens of decodes, over a second.
+  auto big = Submit(*service, Embed(std::vector<std::string>(128, long_text)));
+  const int64_t decodes_before = service->GetModel("embedder")->counters["decodes"];
+  while (service->GetModel("embedder")->counters["decodes"] == decodes_before) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // past tokenizing, decoding
+  }
+  auto urgent_request = Embed({"now"});
+  urgent_request->model_name = "urgent";
+  auto urgent = Submit(*service, std::move(urgent_request)).get();
+  ASSERT_TRUE(urgent.ok()) << urgent.status().ToString();
+  const auto urgent_done = Clock::now();
+  ASSERT_EQ(big.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto result = big.get();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_GT(Clock::now(), urgent_done) << "the low-priority execution ended after the urgent one";
+
+  // It was under way before the urgent request came, so it paused inside llama_decode: the
+  // only place an execution in progress can wait is the engine's cut between layers.
+  auto stats = *service->GetModel("embedder")->stats;
+  EXPECT_GE(stats.yields, 1);
+  EXPECT_GE(stats.yield_ns, 300'000'000) << "paused for most of the urgent model's 400 ms";
+  EXPECT_EQ(stats.watchdog_reports, 0);
+  EXPECT_EQ(service->GetModel("urgent")->stats->yields, 0);
+  // Pausing changes nothing in the results.
+  auto paused = Floats(result->outputs[0]);
+  auto alone = Floats(solo->outputs[0]);
+  for (size_t i = 0; i < alone.size(); ++i) EXPECT_NEAR(paused[i], alone[i], 1e-4) << i;
+}
+
+// Threads of this process now.
+size_t ThreadCount() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                                           std::filesystem::directory_iterator()));
+}
+
+TEST_F(LlamaBackendTest, AnIdleWorkerGivesBackItsComputeThreads) {
+  // Once a process holds more OpenMP threads than cores, every team sleeps at its barriers
+  // instead of spinning: an idle model's threads would slow the busy ones.
+  auto service = Start(EmbedderYaml("    params: {n_threads: 3}\n"));
+  const size_t idle = ThreadCount();
+  ASSERT_TRUE(Submit(*service, Embed({"wake the compute threads"})).get().ok());
+  EXPECT_EQ(ThreadCount(), idle + 2) << "the decode started a team of 3: the worker and 2 more";
+  for (int i = 0; i < 100 && ThreadCount() != idle; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(ThreadCount(), idle) << "parked after 200 ms without work";
+  ASSERT_TRUE(Submit(*service, Embed({"and again"})).get().ok());
 }
 
 TEST_F(LlamaBackendTest, TooLongInputIsRejectedOrTruncatedOnRequest) {

@@ -1,0 +1,112 @@
+#include "scheduler/priority_gate.h"
+
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace mmserve {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(PriorityGateTest, OnlyLessImportantLevelsGiveWay) {
+  PriorityGate gate(0ms);
+  EXPECT_FALSE(gate.MustYield(3));
+  gate.Enter(2);
+  EXPECT_FALSE(gate.MustYield(1));  // more important than the busy level
+  EXPECT_FALSE(gate.MustYield(2));  // equal levels never wait for each other
+  EXPECT_TRUE(gate.MustYield(3));
+  EXPECT_TRUE(gate.MustYield(9));
+  gate.Enter(2);
+  gate.Leave(2);
+  EXPECT_TRUE(gate.MustYield(3));  // one request still out
+  gate.Leave(2);
+  EXPECT_FALSE(gate.MustYield(3));
+}
+
+TEST(PriorityGateTest, OnlyAModelOfAMoreImportantLevelMakesYieldingPossible) {
+  PriorityGate gate;
+  gate.AddModel(2);
+  gate.AddModel(3);
+  EXPECT_FALSE(gate.MayYield(2));
+  EXPECT_TRUE(gate.MayYield(3));
+  gate.RemoveModel(2);
+  EXPECT_FALSE(gate.MayYield(3));
+  gate.RemoveModel(3);
+}
+
+TEST(PriorityGateTest, LingersAfterTheLastAnswer) {
+  PriorityGate gate(80ms);
+  gate.Enter(1);
+  gate.Leave(1);
+  EXPECT_TRUE(gate.MustYield(2));  // the client's next request is likely on its way
+  std::this_thread::sleep_for(120ms);
+  EXPECT_FALSE(gate.MustYield(2));
+}
+
+TEST(PriorityGateTest, WaitReturnsAtOnceWhenNothingIsMoreImportant) {
+  PriorityGate gate(50ms);
+  gate.Enter(3);
+  EXPECT_LT(gate.Wait(2, Clock::time_point::max(), {}), 20ms);
+  gate.Leave(3);
+}
+
+TEST(PriorityGateTest, WaitEndsALingerAfterTheMoreImportantLevelEmpties) {
+  PriorityGate gate(30ms);
+  gate.Enter(1);
+  auto waited = std::async(std::launch::async,
+                           [&] { return gate.Wait(4, Clock::time_point::max(), {}); });
+  EXPECT_EQ(waited.wait_for(100ms), std::future_status::timeout);
+  const auto left = Clock::now();
+  gate.Leave(1);
+  ASSERT_EQ(waited.wait_for(2s), std::future_status::ready);
+  EXPECT_GE(Clock::now() - left, 30ms);  // the linger
+  EXPECT_GE(waited.get(), 130ms);
+}
+
+TEST(PriorityGateTest, WaitStopsAtItsBoundAndOnStop) {
+  PriorityGate gate(0ms);
+  gate.Enter(1);
+  const auto waited = gate.Wait(2, Clock::now() + 60ms, {});
+  EXPECT_GE(waited, 60ms);
+  EXPECT_LT(waited, 2s);
+
+  std::stop_source stop;
+  auto stopped = std::async(std::launch::async, [&] {
+    return gate.Wait(2, Clock::time_point::max(), stop.get_token());
+  });
+  EXPECT_EQ(stopped.wait_for(50ms), std::future_status::timeout);
+  stop.request_stop();
+  ASSERT_EQ(stopped.wait_for(2s), std::future_status::ready);
+  EXPECT_TRUE(gate.MustYield(2));  // still busy: it was the stop that ended the wait
+  gate.Leave(1);
+}
+
+TEST(PriorityGateTest, ManyThreadsEnterAndLeaveWhileOthersWait) {
+  PriorityGate gate(1ms);
+  std::vector<std::jthread> high;
+  for (int t = 0; t < 4; ++t) {
+    high.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        gate.Enter(1);
+        gate.Leave(1);
+      }
+    });
+  }
+  std::vector<std::future<Clock::duration>> low;
+  for (int t = 0; t < 2; ++t) {
+    low.push_back(std::async(std::launch::async, [&] {
+      Clock::duration total{};
+      for (int i = 0; i < 50; ++i) total += gate.Wait(3, Clock::time_point::max(), {});
+      return total;
+    }));
+  }
+  high.clear();
+  for (auto& l : low) ASSERT_EQ(l.wait_for(5s), std::future_status::ready);
+  std::this_thread::sleep_for(5ms);  // past the linger of the last Leave
+  EXPECT_FALSE(gate.MustYield(3));
+}
+
+}  // namespace
+}  // namespace mmserve

@@ -112,9 +112,7 @@ class ModelScheduler::Yielder final : public YieldPoint {
   bool MayYield() const override {
     return s_.options_.gate && s_.options_.gate->MayYield(s_.options_.default_priority);
   }
-  bool ShouldYield() const override {
-    return s_.options_.gate && s_.options_.gate->MustYield(s_.options_.default_priority);
-  }
+  bool ShouldYield() const override { return s_.MustGiveWay(); }
   void Yield() override { s_.GiveWay(index_, stop_); }
 
  private:
@@ -390,10 +388,27 @@ std::unique_ptr<Instance> ModelScheduler::Restart(int index, std::unique_ptr<Ins
   return std::move(*fresh);
 }
 
+bool ModelScheduler::MustGiveWay() const {
+  return options_.gate && options_.gate->MustYield(options_.default_priority);
+}
+
+template <typename Pred>
+bool ModelScheduler::WaitForWork(std::unique_lock<std::mutex>& lock, std::stop_token stop,
+                                 Instance& instance, Pred has_work) {
+  if (!cv_.wait_for(lock, stop, kParkAfter, has_work)) {
+    if (stop.stop_requested()) return false;
+    lock.unlock();
+    instance.Park();
+    lock.lock();
+    cv_.wait(lock, stop, has_work);
+  }
+  return !stop.stop_requested();
+}
+
 void ModelScheduler::GiveWay(int index, std::stop_token stop) {
+  if (!MustGiveWay()) return;
   PriorityGate* gate = options_.gate;
   const int level = options_.default_priority;
-  if (!gate || !gate->MustYield(level)) return;
   Running& running = running_[static_cast<size_t>(index)];
   Clock::time_point until = Clock::time_point::max();
   {
@@ -420,15 +435,8 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
   Running& running = running_[static_cast<size_t>(index)];
   std::unique_lock lock(mu_);
   while (instance) {
-    if (!cv_.wait_for(lock, stop, kParkAfter, [&] { return queued_ > 0; })) {
-      if (stop.stop_requested()) return;
-      lock.unlock();
-      instance->Park();
-      lock.lock();
-      cv_.wait(lock, stop, [&] { return queued_ > 0; });
-    }
-    if (stop.stop_requested()) return;
-    if (options_.gate && options_.gate->MustYield(options_.default_priority)) {
+    if (!WaitForWork(lock, stop, *instance, [&] { return queued_ > 0; })) return;
+    if (MustGiveWay()) {
       lock.unlock();
       instance->Park();
       GiveWay(index, stop);  // the requests stay queued (and batch up) meanwhile
@@ -531,17 +539,11 @@ void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
     int sequences = 0;
     {
       std::unique_lock lock(mu_);
-      const auto has_work = [&] {
-        return !instance->idle() || (queued_ > 0 && instance->free_slots() > 0);
-      };
-      if (!cv_.wait_for(lock, stop, kParkAfter, has_work)) {
-        if (stop.stop_requested()) break;
-        lock.unlock();
-        instance->Park();
-        lock.lock();
-        cv_.wait(lock, stop, has_work);
+      if (!WaitForWork(lock, stop, *instance, [&] {
+            return !instance->idle() || (queued_ > 0 && instance->free_slots() > 0);
+          })) {
+        break;
       }
-      if (stop.stop_requested()) break;
       auto taken =
           TakeRequests(static_cast<size_t>(std::max(0, instance->free_slots())), dead);
       const auto now = Clock::now();
@@ -564,7 +566,7 @@ void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
     }
     for (auto& [p, s] : dead) Finish(p->ledger, std::move(p->done), std::move(s));
     for (auto& r : admitted) instance->Admit(std::move(r));
-    if (!instance->idle() && yielders_[static_cast<size_t>(index)]->ShouldYield()) {
+    if (!instance->idle() && MustGiveWay()) {
       instance->Park();
       GiveWay(index, stop);
     }

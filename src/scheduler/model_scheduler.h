@@ -154,8 +154,15 @@ class ModelScheduler {
   void Deliver(uint64_t seq, InferCallback done, Result<InferResponse> result);
   void OnContinuousDone(int worker, Pending* p, Result<InferResponse> result);
   std::unique_ptr<Instance> Restart(int index, std::unique_ptr<Instance> instance);
-  // Waits while the gate says a more important model has work: before a worker takes a batch,
-  // and (through worker `index`'s Yielder) at the engine's yield points inside an execution.
+  // Waits until `has_work` (REQUIRES: `lock` holds mu_), parking `instance` once it has waited
+  // kParkAfter; false when stopped.
+  template <typename Pred>
+  bool WaitForWork(std::unique_lock<std::mutex>& lock, std::stop_token stop, Instance& instance,
+                   Pred has_work);
+  // True while the gate says a more important model on the device has work.
+  bool MustGiveWay() const;
+  // Waits while MustGiveWay(): before a worker takes a batch, and (through worker `index`'s
+  // Yielder) at the engine's yield points inside an execution.
   void GiveWay(int index, std::stop_token stop);
 
   const Options options_;

@@ -11,7 +11,7 @@
 // admission to its answer, and for `linger` after its last answer (a client's next request is
 // usually already on its way). While any model of a more important level (a lower number) on
 // the same device is busy, a model's workers start no execution, and an execution in progress
-// pauses at the engine's yield points (llama.cpp: between two nodes of its compute graph).
+// pauses at the engine's yield points (llama.cpp: between layers of its compute graph).
 //
 //   A (level 1): ──req──req─req──────────req──►
 //   B (level 3): ██████ paused ·················· (linger) ███████ paused ····

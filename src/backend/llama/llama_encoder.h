@@ -26,8 +26,8 @@ using LlamaContextPtr = std::unique_ptr<llama_context, LlamaContextDeleter>;
 // points at it; `instance` is set by the instance.
 //  - The abort callback, between two nodes of the compute graph, inside the compute threads'
 //    parallel region: true once the watchdog aborted the instance.
-//  - The eval callback, at the graph's cuts (each layer's FFN input and output), outside that
-//    region: where the instance gives way to more important models (Instance::yield_point()),
+//  - The eval callback, at the graph's cuts (after each layer's attention, FFN up projection
+//    and FFN), outside that region, and only when a more important model is loaded: where the instance gives way to more important models (Instance::yield_point()),
 //    parking its compute threads first. Pausing inside the region instead would leave the
 //    other compute threads of the team waiting at a barrier, counted by OpenMP as busy.
 struct LlamaHooks {

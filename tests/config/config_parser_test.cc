@@ -187,6 +187,14 @@ TEST_F(ConfigParserTest, ReadsAndChecksTheApiSettings) {
   EXPECT_THAT(msg, HasSubstr("global.grpc_port: expected an integer in 0..65535, found 70000"));
   EXPECT_THAT(msg, HasSubstr("global.max_connections: expected an integer in 1..1048576"));
   EXPECT_THAT(msg, HasSubstr("global.cors_origins: expected a list of origins"));
+  auto linger = Parse("global: {priority_linger: 20ms}\n" + model);
+  ASSERT_TRUE(linger.ok()) << linger.status().ToString();
+  EXPECT_EQ(linger->global.priority_linger, std::chrono::milliseconds(20));
+  EXPECT_EQ(none->global.priority_linger, std::chrono::milliseconds(5));
+  bad = Parse("global: {priority_linger: soon}\n" + model);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("global.priority_linger: expected a duration"));
   bad = Parse("global: {cors_origins: [\"\"]}\n" + model);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("global.cors_origins[0]: expected an origin"));

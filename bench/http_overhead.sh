@@ -2,7 +2,9 @@
 # H1 — what mmserve's HTTP path costs over a bare Boost.Beast server (issue #6): requests/s of
 # the identity model answering a 1 KB JSON request over keep-alive, against
 # bench/bare_beast_server.cc answering the same request with mmserve's own answer (same bytes,
-# same I/O thread count, no work). Side by side in one run, same load tool.
+# same I/O thread count, no work). Then the same over KServe v2 gRPC: the same tensor as a
+# ModelInferRequest against bench/bare_grpc_server.cc answering mmserve's own ModelInferResponse
+# (gRPC's callback API on both). Side by side in one run, same load tool (bench/loadgen.cc).
 #   bench/http_overhead.sh    (BENCH_SECONDS=10, BENCH_CONCURRENCY=16, BENCH_THREADS=2)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,13 +14,17 @@ IO_THREADS="${BENCH_THREADS:-2}"
 source "$ROOT/bench/lib.sh"
 BARE="$ROOT/build/bench/bare_beast_server"
 
-# A 1 KB request: 140 INT32 values (1047 bytes of JSON).
-python3 - "$TMP/body.json" <<'PY'
+# A 1 KB request: 140 INT32 values (1047 bytes of JSON); for gRPC the same tensor as typed
+# contents of a ModelInferRequest (protobuf's JSON mapping, which loadgen reads).
+python3 - "$TMP/body.json" "$TMP/grpc.json" <<'PY'
 import json, sys
 data = list(range(100000, 100140))
 body = {"inputs": [{"name": "X", "datatype": "INT32", "shape": [len(data)], "data": data}]}
 text = json.dumps(body, separators=(",", ":"))
 open(sys.argv[1], "w").write(text)
+grpc = {"model_name": "echo", "inputs": [{"name": "X", "datatype": "INT32", "shape": [len(data)],
+                                          "contents": {"int_contents": data}}]}
+open(sys.argv[2], "w").write(json.dumps(grpc))
 print(f"request body: {len(text)} bytes", file=sys.stderr)
 PY
 
@@ -31,7 +37,8 @@ models:
     thread_num: 1
     params: {tensors: [{input: X, output: Y, datatype: INT32}]}
 YAML
-"$MMSERVE" --log-level warn serve "$TMP/m.yaml" --port "$PORT" --lock-dir "$TMP/locks" &
+GPORT="$(free_port)"
+"$MMSERVE" --log-level warn serve "$TMP/m.yaml" --port "$PORT" --grpc-port "$GPORT" --lock-dir "$TMP/locks" &
 PID=$!
 wait_ok "127.0.0.1:$PORT/v2/health/ready"
 curl -s -H 'Content-Type: application/json' --data-binary @"$TMP/body.json" \
@@ -41,8 +48,15 @@ run() {  # run PORT PATH CONCURRENCY
   "$LOAD" --port "$1" --path "$2" --body-file "$TMP/body.json" --expect '"Y"' \
     --concurrency "$3" --seconds "$SECONDS_RUN" --warmup 1
 }
+grpc_run() {  # grpc_run PORT CONCURRENCY
+  "$LOAD" --grpc --port "$1" --body-file "$TMP/grpc.json" --expect Y \
+    --concurrency "$2" --seconds "$SECONDS_RUN" --warmup 1
+}
 MM_C="$(run "$PORT" /v2/models/echo/infer "$CONC")"
 MM_1="$(run "$PORT" /v2/models/echo/infer 1)"
+"$LOAD" --grpc --port "$GPORT" --body-file "$TMP/grpc.json" --save-answer "$TMP/answer.pb"
+MMG_C="$(grpc_run "$GPORT" "$CONC")"
+MMG_1="$(grpc_run "$GPORT" 1)"
 stop "$PID"
 
 "$BARE" --port 0 --threads "$IO_THREADS" --response-file "$TMP/answer.json" >"$TMP/bare.out" &
@@ -53,19 +67,34 @@ BARE_C="$(run "$BPORT" /v2/models/echo/infer "$CONC")"
 BARE_1="$(run "$BPORT" /v2/models/echo/infer 1)"
 stop "$BPID"
 
-python3 - "$CONC" "$MM_C" "$BARE_C" "$MM_1" "$BARE_1" "$(wc -c <"$TMP/answer.json")" <<'PY'
+"$ROOT/build/bench/bare_grpc_server" --port 0 --response-file "$TMP/answer.pb" >"$TMP/bare-grpc.out" &
+GPID=$!
+for _ in $(seq 1 100); do grep -q listening "$TMP/bare-grpc.out" && break; sleep 0.05; done
+GBPORT="$(awk '/listening on/ {print $3}' "$TMP/bare-grpc.out")"
+BAREG_C="$(grpc_run "$GBPORT" "$CONC")"
+BAREG_1="$(grpc_run "$GBPORT" 1)"
+stop "$GPID"
+
+python3 - "$CONC" "$MM_C" "$BARE_C" "$MM_1" "$BARE_1" "$MMG_C" "$BAREG_C" "$MMG_1" "$BAREG_1" \
+  "$(wc -c <"$TMP/answer.json")" "$(wc -c <"$TMP/answer.pb")" <<'PY'
 import json, sys
 conc = sys.argv[1]
-mm_c, bare_c, mm_1, bare_1 = (json.loads(a) for a in sys.argv[2:6])
-print(f"1 KB JSON request, {sys.argv[6]} B answer, keep-alive")
-print("| load | mmserve identity | bare Beast server | ratio |")
-print("|---|---|---|---|")
-print(f"| {conc} clients, requests/s | {mm_c['rps']:.0f} | {bare_c['rps']:.0f} | {mm_c['rps'] / bare_c['rps']:.2f}x |")
-print(f"| {conc} clients, p50 µs | {mm_c['p50_us']} | {bare_c['p50_us']} | |")
-print(f"| 1 client, requests/s | {mm_1['rps']:.0f} | {bare_1['rps']:.0f} | {mm_1['rps'] / bare_1['rps']:.2f}x |")
-print(f"| 1 client, p50 µs | {mm_1['p50_us']} | {bare_1['p50_us']} | added {mm_1['p50_us'] - bare_1['p50_us']} µs |")
-print(f"| 1 client, p99 µs | {mm_1['p99_us']} | {bare_1['p99_us']} | |")
-for name, r in [("mmserve", mm_c), ("bare", bare_c), ("mmserve 1", mm_1), ("bare 1", bare_1)]:
+runs = [json.loads(a) for a in sys.argv[2:10]]
+json_bytes, pb_bytes = sys.argv[10], sys.argv[11]
+def table(title, peer, mm_c, bare_c, mm_1, bare_1):
+    print(title)
+    print(f"| load | mmserve identity | {peer} | ratio |")
+    print("|---|---|---|---|")
+    print(f"| {conc} clients, requests/s | {mm_c['rps']:.0f} | {bare_c['rps']:.0f} | {mm_c['rps'] / bare_c['rps']:.2f}x |")
+    print(f"| {conc} clients, p50 µs | {mm_c['p50_us']} | {bare_c['p50_us']} | |")
+    print(f"| 1 client, requests/s | {mm_1['rps']:.0f} | {bare_1['rps']:.0f} | {mm_1['rps'] / bare_1['rps']:.2f}x |")
+    print(f"| 1 client, p50 µs | {mm_1['p50_us']} | {bare_1['p50_us']} | added {mm_1['p50_us'] - bare_1['p50_us']} µs |")
+    print(f"| 1 client, p99 µs | {mm_1['p99_us']} | {bare_1['p99_us']} | |")
+    print()
+table(f"HTTP: 1 KB JSON request, {json_bytes} B answer, keep-alive", "bare Beast server", *runs[0:4])
+table(f"gRPC ModelInfer: the same 140 INT32 values, {pb_bytes} B answer", "bare gRPC server", *runs[4:8])
+names = ["mmserve", "bare", "mmserve 1", "bare 1", "mmserve gRPC", "bare gRPC", "mmserve gRPC 1", "bare gRPC 1"]
+for name, r in zip(names, runs):
     if r["errors"]:
         print(f"{name}: {r['errors']} errors: {r.get('first_error')}")
 PY

@@ -3,7 +3,7 @@
 TMP="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 THREADS="$(nproc)"
-LOAD="$ROOT/build/bench/http_load"
+LOAD="$ROOT/build/bench/loadgen"
 SERVER="$ROOT/.deps/llama-tools-build/bin/llama-server"
 MMSERVE="$ROOT/build/src/app/mmserve"
 

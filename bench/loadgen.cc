@@ -1,0 +1,456 @@
+// loadgen: the load generator of the side-by-side benchmarks, over HTTP/1.1 keep-alive or
+// KServe v2 gRPC. Each client is one connection sending the same request; every answer is
+// checked (HTTP 200, or gRPC OK, and an expected substring: a wrong answer is an error, not a
+// data point). Prints one JSON line.
+//
+//   closed loop (default): --concurrency clients send back to back; latency from sending.
+//   open loop (--rate R):   requests arrive as a Poisson process of R per second, whether or
+//                           not earlier ones were answered, and wait for one of --concurrency
+//                           connections; latency counts from the arrival (no coordinated
+//                           omission), so an overloaded server shows as growing latency.
+//   --stream:               the answer comes in parts (HTTP server-sent events, or gRPC
+//                           ModelStreamInfer messages): time to the first part (TTFT) and the
+//                           gaps between later parts (inter-token latency) are reported too.
+//   --grpc:                 KServe v2 gRPC instead of HTTP: --body-file holds a
+//                           ModelInferRequest in protobuf's JSON mapping, sent with ModelInfer
+//                           (or ModelStreamInfer with --stream) on a channel of its own per
+//                           client; --expect is looked for in the serialized answer (the last
+//                           message of a stream). --save-answer writes one serialized answer,
+//                           for bench/bare_grpc_server.cc to send back.
+//
+//   loadgen --port 8000 --path /v2/models/m/infer --body-file body.json --expect EMBEDDING
+//           [--concurrency 64] [--rate 0] [--seconds 20] [--warmup 2] [--stream]
+//   loadgen --grpc --port 8001 --body-file request.json --expect Y [...]
+//
+// Output: requests (sent in the window), errors, seconds, rps (answers per second, each request
+// counted by the share of its time inside the window), p50/p90/p99/p999/max/mean latency in µs
+// (and ttft_*/itl_* with --stream), first_error when there was one. Exit 1 on any error.
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <CLI/CLI.hpp>
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "grpc_service.grpc.pb.h"
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace pb = inference;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int64_t Micros(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
+
+// Open-loop arrivals: a dispatcher pushes each arrival time when it comes; clients pop them.
+class Arrivals {
+ public:
+  void Push(Clock::time_point t) {
+    std::lock_guard lock(mu_);
+    queue_.push_back(t);
+    cv_.notify_one();
+  }
+  // The next arrival, or nullopt once stopped.
+  std::optional<Clock::time_point> Pop(const std::atomic<bool>& stop) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !queue_.empty() || stop.load(); });
+    if (stop.load()) return std::nullopt;
+    const auto t = queue_.front();
+    queue_.pop_front();
+    return t;
+  }
+  void Wake() {
+    std::lock_guard lock(mu_);
+    cv_.notify_all();
+  }
+  size_t size() {
+    std::lock_guard lock(mu_);
+    return queue_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Clock::time_point> queue_;
+};
+
+// One answer: whether it was right (else why not) and when each streamed part arrived.
+struct Answer {
+  std::string error;  // empty: the answer was right
+  std::vector<Clock::time_point> events;
+};
+
+// One client's connection. Send() sends the request and waits for the whole answer; it throws
+// only when the connection fails.
+class Client {
+ public:
+  virtual ~Client() = default;
+  virtual Answer Send() = 0;
+};
+
+class HttpClient final : public Client {
+ public:
+  HttpClient(std::string host, int port, std::string path, const std::string& payload,
+             std::string expect, bool stream_events)
+      : host_(std::move(host)), port_(port), expect_(std::move(expect)), stream_events_(stream_events),
+        request_(http::verb::post, path, 11) {
+    request_.set(http::field::host, host_);
+    request_.set(http::field::content_type, "application/json");
+    request_.keep_alive(true);
+    request_.body() = payload;
+    request_.prepare_payload();
+  }
+
+  Answer Send() override {
+    Answer answer;
+    std::optional<http::response_parser<http::string_body>> parsed;
+    for (int attempt = 0;; ++attempt) {
+      try {
+        if (!stream_) Connect();
+        http::write(*stream_, request_);
+        beast::flat_buffer buffer;
+        auto& parser = parsed.emplace();
+        parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+        if (stream_events_) {
+          // Read as it comes; each "\n\n" ends one event.
+          http::read_header(*stream_, buffer, parser);
+          size_t scanned = 0;
+          while (!parser.is_done()) {
+            http::read_some(*stream_, buffer, parser);
+            const auto now = Clock::now();
+            const std::string& text = parser.get().body();
+            for (size_t at; (at = text.find("\n\n", scanned)) != std::string::npos;) {
+              answer.events.push_back(now);
+              scanned = at + 2;
+            }
+          }
+        } else {
+          http::read(*stream_, buffer, parser);
+        }
+        break;
+      } catch (const beast::system_error& e) {
+        // A server may close a kept-alive connection between requests (llama-server does
+        // after a streamed answer): send the request again on a new one, as clients do.
+        const bool closed = e.code() == http::error::end_of_stream ||
+                            e.code() == net::error::connection_reset ||
+                            e.code() == net::error::broken_pipe;
+        stream_.reset();
+        if (!reused_ || !closed || attempt > 0) throw;
+        answer.events.clear();
+      }
+    }
+    reused_ = true;
+    const auto& res = parsed->get();
+    if (res.result_int() != 200 || (!expect_.empty() && res.body().find(expect_) == std::string::npos) ||
+        (stream_events_ && answer.events.empty())) {
+      answer.error = std::to_string(res.result_int()) + " " + res.body().substr(0, 200);
+    }
+    if (!res.keep_alive()) stream_.reset();
+    return answer;
+  }
+
+ private:
+  void Connect() {
+    stream_.emplace(ioc_);
+    stream_->connect(net::ip::tcp::endpoint(net::ip::make_address(host_),
+                                            static_cast<unsigned short>(port_)));
+    reused_ = false;
+  }
+
+  const std::string host_;
+  const int port_;
+  const std::string expect_;
+  const bool stream_events_;
+  http::request<http::string_body> request_;
+  net::io_context ioc_;
+  std::optional<beast::tcp_stream> stream_;
+  bool reused_ = false;  // the connection has carried a request already
+};
+
+class GrpcClient final : public Client {
+ public:
+  GrpcClient(const std::string& host, int port, const pb::ModelInferRequest& request,
+             std::string expect, bool stream_events)
+      : request_(request), expect_(std::move(expect)), stream_events_(stream_events) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+    args.SetMaxReceiveMessageSize(-1);
+    stub_ = pb::GRPCInferenceService::NewStub(grpc::CreateCustomChannel(
+        host + ":" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
+  }
+
+  Answer Send() override {
+    Answer answer;
+    grpc::ClientContext context;
+    if (!stream_events_) {
+      pb::ModelInferResponse response;
+      const grpc::Status status = stub_->ModelInfer(&context, request_, &response);
+      if (!status.ok()) {
+        answer.error = "gRPC " + std::to_string(status.error_code()) + " " + status.error_message();
+      } else {
+        Check(response, answer);
+      }
+      return answer;
+    }
+    auto stream = stub_->ModelStreamInfer(&context);
+    stream->Write(request_);
+    stream->WritesDone();
+    pb::ModelStreamInferResponse message, last;
+    while (stream->Read(&message)) {
+      answer.events.push_back(Clock::now());
+      if (!message.error_message().empty() && answer.error.empty()) {
+        answer.error = "stream: " + message.error_message();
+      }
+      last.Swap(&message);
+    }
+    const grpc::Status status = stream->Finish();
+    if (!status.ok()) {
+      answer.error = "gRPC " + std::to_string(status.error_code()) + " " + status.error_message();
+    } else if (answer.events.empty()) {
+      answer.error = "the stream ended without an answer";
+    } else if (answer.error.empty()) {
+      Check(last.infer_response(), answer);
+    }
+    return answer;
+  }
+
+  // One answer, serialized (for --save-answer), or the error.
+  std::string Fetch(std::string& error) {
+    grpc::ClientContext context;
+    pb::ModelInferResponse response;
+    const grpc::Status status = stub_->ModelInfer(&context, request_, &response);
+    if (!status.ok()) error = status.error_message();
+    return response.SerializeAsString();
+  }
+
+ private:
+  void Check(const pb::ModelInferResponse& response, Answer& answer) const {
+    if (expect_.empty()) return;
+    const std::string bytes = response.SerializeAsString();
+    if (bytes.find(expect_) == std::string::npos) {
+      answer.error = "the answer lacks \"" + expect_ + "\": " + response.ShortDebugString().substr(0, 200);
+    }
+  }
+
+  const pb::ModelInferRequest& request_;
+  const std::string expect_;
+  const bool stream_events_;
+  std::unique_ptr<pb::GRPCInferenceService::Stub> stub_;
+};
+
+struct Samples {
+  std::vector<int64_t> latency_us, ttft_us, itl_us;
+  int64_t events = 0;
+  double share = 0;  // answered requests, each counted by the part of it inside the window
+  void Merge(const Samples& o) {
+    share += o.share;
+    latency_us.insert(latency_us.end(), o.latency_us.begin(), o.latency_us.end());
+    ttft_us.insert(ttft_us.end(), o.ttft_us.begin(), o.ttft_us.end());
+    itl_us.insert(itl_us.end(), o.itl_us.begin(), o.itl_us.end());
+    events += o.events;
+  }
+};
+
+int64_t Percentile(std::vector<int64_t>& v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"HTTP/gRPC load generator (closed or open loop) that checks every answer"};
+  std::string host = "127.0.0.1", path, body_file, expect, save_answer;
+  int port = 8000, concurrency = 1;
+  double seconds = 10, warmup = 1, rate = 0;
+  bool stream_events = false, use_grpc = false;
+  app.add_option("--host", host);
+  app.add_option("--port", port)->required();
+  app.add_option("--path", path, "HTTP: the request's path");
+  app.add_flag("--grpc", use_grpc, "KServe v2 gRPC: --body-file is a ModelInferRequest in JSON");
+  app.add_option("--save-answer", save_answer, "gRPC: write one serialized answer here and exit");
+  app.add_option("--body-file", body_file)->required();
+  app.add_option("--expect", expect, "a substring every 200 response must contain");
+  app.add_option("--concurrency", concurrency, "clients (closed loop) or connections (open loop)");
+  app.add_option("--rate", rate, "open loop: Poisson arrivals per second (0: closed loop)");
+  app.add_option("--seconds", seconds);
+  app.add_option("--warmup", warmup, "seconds of load before measuring");
+  app.add_flag("--stream", stream_events, "the answer comes in parts: report TTFT and ITL");
+  CLI11_PARSE(app, argc, argv);
+  if (!use_grpc && path.empty()) {
+    std::cerr << "--path is required for HTTP\n";
+    return 2;
+  }
+
+  std::stringstream body;
+  body << std::ifstream(body_file).rdbuf();
+  const std::string payload = body.str();
+  pb::ModelInferRequest grpc_request;
+  if (use_grpc) {
+    if (auto parsed = google::protobuf::util::JsonStringToMessage(payload, &grpc_request); !parsed.ok()) {
+      std::cerr << body_file << ": not a ModelInferRequest: " << parsed.ToString() << "\n";
+      return 2;
+    }
+  }
+  auto make_client = [&]() -> std::unique_ptr<Client> {
+    if (use_grpc) return std::make_unique<GrpcClient>(host, port, grpc_request, expect, stream_events);
+    return std::make_unique<HttpClient>(host, port, path, payload, expect, stream_events);
+  };
+  if (!save_answer.empty()) {
+    if (!use_grpc) {
+      std::cerr << "--save-answer needs --grpc\n";
+      return 2;
+    }
+    std::string error;
+    const std::string bytes = GrpcClient(host, port, grpc_request, expect, false).Fetch(error);
+    if (!error.empty()) {
+      std::cerr << "ModelInfer failed: " << error << "\n";
+      return 1;
+    }
+    std::ofstream(save_answer, std::ios::binary) << bytes;
+    return 0;
+  }
+
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> errors{0};
+  std::mutex mu;
+  Samples all;
+  std::string first_error;
+  Arrivals arrivals;
+  const auto start = Clock::now();
+  const auto measure_from = start + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(warmup));
+  const auto measure_to = measure_from + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(seconds));
+  auto measured = [&](Clock::time_point t) { return t >= measure_from && t < measure_to; };
+  auto error = [&](const std::string& what) {
+    ++errors;
+    std::lock_guard lock(mu);
+    if (first_error.empty()) first_error = what;
+  };
+
+  std::vector<std::thread> clients;
+  for (int c = 0; c < concurrency; ++c) {
+    clients.emplace_back([&] {
+      Samples mine;
+      std::unique_ptr<Client> client = make_client();
+      while (!stop) {
+        Clock::time_point sent = Clock::now();
+        if (rate > 0) {
+          auto arrival = arrivals.Pop(stop);
+          if (!arrival) break;
+          sent = *arrival;  // open loop: the request existed from its arrival on
+        }
+        Answer answer;
+        try {
+          answer = client->Send();
+        } catch (const std::exception& e) {
+          if (!stop && measured(sent)) error(e.what());
+          continue;
+        }
+        const auto done = Clock::now();
+        const bool ok = answer.error.empty();
+        const auto& events = answer.events;
+        if (ok && done > measure_from && sent < measure_to) {
+          // Throughput counts each request by the share of its time inside the window: whole
+          // counts would be off by up to one request per client (±3 % for 30 one-second
+          // answers), enough to hide or invent a small gap to a raw engine loop.
+          const auto inside = std::min(done, measure_to) - std::max(sent, measure_from);
+          mine.share += done > sent ? std::chrono::duration<double>(inside) /
+                                          std::chrono::duration<double>(done - sent)
+                                    : 1.0;
+        }
+        if (measured(sent)) {
+          if (!ok) {
+            error(answer.error);
+          } else {
+            mine.latency_us.push_back(Micros(done - sent));
+            if (stream_events) {
+              mine.ttft_us.push_back(Micros(events.front() - sent));
+              for (size_t i = 1; i < events.size(); ++i) {
+                mine.itl_us.push_back(Micros(events[i] - events[i - 1]));
+              }
+              mine.events += static_cast<int64_t>(events.size());
+            }
+          }
+        }
+      }
+      std::lock_guard lock(mu);
+      all.Merge(mine);
+    });
+  }
+  if (rate > 0) {
+    // Poisson arrivals: exponential gaps with mean 1/rate, from the start of the warm-up on.
+    std::mt19937_64 rng(12345);
+    std::exponential_distribution<double> gap(rate);
+    auto next = start;
+    while (next < measure_to) {
+      next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
+      std::this_thread::sleep_until(next);
+      arrivals.Push(next);
+    }
+  } else {
+    std::this_thread::sleep_until(measure_to);
+  }
+  // Stop sending; requests already sent finish (each client waits for its answer), and the
+  // open loop gives queued arrivals a moment to be sent.
+  std::this_thread::sleep_for(std::chrono::milliseconds(rate > 0 ? 200 : 0));
+  stop = true;
+  arrivals.Wake();
+  for (auto& t : clients) t.join();
+
+  const double elapsed = seconds;
+  int64_t sum = 0;
+  for (int64_t v : all.latency_us) sum += v;
+  const size_t n = all.latency_us.size();
+  nlohmann::json out = {{"requests", n},
+                        {"errors", errors.load()},
+                        {"seconds", elapsed},
+                        {"rps", all.share / elapsed},
+                        {"p50_us", Percentile(all.latency_us, 0.50)},
+                        {"p90_us", Percentile(all.latency_us, 0.90)},
+                        {"p99_us", Percentile(all.latency_us, 0.99)},
+                        {"p999_us", Percentile(all.latency_us, 0.999)},
+                        {"max_us", n ? all.latency_us.back() : 0},
+                        {"mean_us", n ? sum / static_cast<int64_t>(n) : 0},
+                        {"concurrency", concurrency}};
+  if (rate > 0) {
+    out["rate"] = rate;
+    out["unsent"] = arrivals.size();  // arrivals still waiting for a connection at the end
+  }
+  if (stream_events) {
+    out["ttft_p50_us"] = Percentile(all.ttft_us, 0.50);
+    out["ttft_p99_us"] = Percentile(all.ttft_us, 0.99);
+    out["itl_p50_us"] = Percentile(all.itl_us, 0.50);
+    out["itl_p99_us"] = Percentile(all.itl_us, 0.99);
+    out["events_per_request"] = n ? static_cast<double>(all.events) / static_cast<double>(n) : 0;
+  }
+  if (n == 0 && first_error.empty()) first_error = "no request completed in the measured window";
+  if (!first_error.empty()) out["first_error"] = first_error;
+  std::cout << out.dump() << std::endl;
+  return errors.load() == 0 && n > 0 ? 0 : 1;
+}

@@ -9,6 +9,7 @@
 
 #include "backend/llama/llama_encoder.h"
 #include "backend/llama/llama_generator.h"
+#include "common/huge_pages.h"
 #include "common/logging.h"
 
 namespace mmserve {
@@ -188,6 +189,22 @@ Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
   // then sees them from the load on, not page by page as they are first touched.
   params.load_mode = LLAMA_LOAD_MODE_NONE;
   params.lazy_mode = LLAMA_LAZY_MODE_OFF;
+  // ... on huge pages, as the page cache would have mapped them: llama.cpp allocates the weight
+  // buffers before it reads the first tensor and reports progress before each, so the first
+  // report is the moment to advise them (common/huge_pages.h says what it is worth).
+  struct Progress {
+    HugePageAdvice advice;
+    bool advised = false;
+  } progress;
+  params.progress_callback = [](float, void* data) {
+    auto* p = static_cast<Progress*>(data);
+    if (!p->advised) {
+      p->advised = true;
+      p->advice.AdviseNew();
+    }
+    return true;
+  };
+  params.progress_callback_user_data = &progress;
   LlamaModelPtr loaded(llama_model_load_from_file(model.path.c_str(), params));
   if (!loaded) {
     return InvalidArgument("llama.cpp could not load '" + model.path.string() +

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <future>
 
 #include <gmock/gmock.h>
@@ -349,6 +350,32 @@ TEST_F(LlamaBackendTest, EstimateBeforeLoadIsWithinAQuarterOfTheMeasuredFootprin
     EXPECT_LT(ratio, 1.25) << task << ": estimate " << info->estimate.bytes << " measured "
                            << info->measured_bytes;
   }
+}
+
+// AnonHugePages of this process, in kB (-1 when the kernel does not say).
+long AnonHugePagesKb() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("AnonHugePages:", 0) == 0) return std::stol(line.substr(14));
+  }
+  return -1;
+}
+
+TEST_F(LlamaBackendTest, WeightsCopiedIntoMemoryLandOnHugePages) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizer's allocator maps memory its own way; the regular build runs this";
+#endif
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  const std::string mode((std::istreambuf_iterator<char>(thp)), {});
+  if (mode.find("[never]") != std::string::npos || mode.empty()) GTEST_SKIP() << "THP off here";
+  const long before = AnonHugePagesKb();
+  auto service = Start("models:\n  - name: m\n    path: " + GeneratedModel("llama-tiny.gguf") +
+                       "\n    task: generate\n");
+  ASSERT_EQ(service->GetModel("m")->state, ModelState::kReady);
+  const auto weights_kb = static_cast<long>(std::filesystem::file_size(GeneratedModel("llama-tiny.gguf")) / 1024);
+  // Most of them: huge pages cover the 2 MiB-aligned blocks of each weight buffer.
+  EXPECT_GE(AnonHugePagesKb() - before, weights_kb / 2)
+      << "weights of " << weights_kb << " kB; AnonHugePages " << before << " -> " << AnonHugePagesKb();
 }
 
 TEST_F(LlamaBackendTest, StreamedPiecesAddUpToTheTextAndAGoneClientFreesTheSlot) {

@@ -9,7 +9,7 @@
 
 #include "backend/llama/llama_encoder.h"
 #include "backend/llama/llama_generator.h"
-#include "common/huge_pages.h"
+#include "common/pages.h"
 #include "common/logging.h"
 
 namespace mmserve {
@@ -191,21 +191,23 @@ Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
   params.lazy_mode = LLAMA_LAZY_MODE_OFF;
   // ... on huge pages, as the page cache would have mapped them: llama.cpp allocates the weight
   // buffers before it reads the first tensor and reports progress before each, so the first
-  // report is the moment to advise them (common/huge_pages.h says what it is worth).
+  // report is the moment to advise them (common/pages.h says what it is worth). Until
+  // then no other llama.cpp allocation runs, so no other model's buffers are advised.
   struct Progress {
-    HugePageAdvice advice;
-    bool advised = false;
+    std::unique_lock<std::mutex> lock = LockLlamaAllocations();
+    HugePageAdvice advice;  // after the lock: the mappings before this load's
   } progress;
   params.progress_callback = [](float, void* data) {
     auto* p = static_cast<Progress*>(data);
-    if (!p->advised) {
-      p->advised = true;
+    if (p->lock.owns_lock()) {
       p->advice.AdviseNew();
+      p->lock.unlock();
     }
     return true;
   };
   params.progress_callback_user_data = &progress;
   LlamaModelPtr loaded(llama_model_load_from_file(model.path.c_str(), params));
+  if (progress.lock.owns_lock()) progress.lock.unlock();  // a model without tensors
   if (!loaded) {
     return InvalidArgument("llama.cpp could not load '" + model.path.string() +
                            "' (architecture '" + gguf.architecture +

@@ -9,6 +9,8 @@
 #include <omp.h>
 #endif
 
+#include "common/pages.h"
+
 namespace mmserve {
 namespace {
 
@@ -54,6 +56,11 @@ void LlamaHooks::Attach(llama_context_params& params) {
   params.cb_eval_user_data = this;
 }
 
+std::unique_lock<std::mutex> LockLlamaAllocations() {
+  static std::mutex mu;
+  return std::unique_lock(mu);
+}
+
 void ReleaseComputeThreads() {
 #ifdef _OPENMP
   omp_pause_resource_all(omp_pause_soft);
@@ -86,7 +93,11 @@ Result<std::unique_ptr<LlamaEncoder>> LlamaEncoder::Create(const llama_model* mo
   }
   auto hooks = std::make_unique<LlamaHooks>();
   hooks->Attach(params);
-  LlamaContextPtr context(llama_init_from_model(const_cast<llama_model*>(model), params));
+  LlamaContextPtr context;
+  {
+    auto lock = LockLlamaAllocations();
+    context.reset(llama_init_from_model(const_cast<llama_model*>(model), params));
+  }
   if (!context) return Internal("llama.cpp could not create a context (see its log)");
   if (task == EncoderTask::kEmbed && llama_pooling_type(context.get()) == LLAMA_POOLING_TYPE_NONE) {
     return InvalidArgument("task embed needs a pooled embedding, but the model declares no "
@@ -115,6 +126,15 @@ LlamaEncoder::LlamaEncoder(const llama_model* model, EncoderTask task, LlamaOpti
   max_tokens_ = std::min(n_batch_, n_ctx_train);
   if (options_.n_ctx > 0) max_tokens_ = std::min(max_tokens_, options_.n_ctx);
   batch_ = llama_batch_init(n_batch_, 0, 1);
+  ReleaseUnusedLogits(n_seq_max_);  // the context reserved outputs for n_seq_max
+}
+
+void LlamaEncoder::ReleaseUnusedLogits(int n_tokens) {
+  float* logits = llama_get_logits(context_.get());
+  if (logits == nullptr || logits == logits_seen_) return;  // not reallocated since
+  logits_seen_ = logits;
+  const auto rows = static_cast<size_t>(std::max(n_tokens, n_seq_max_));
+  ReleasePages(logits, rows * static_cast<size_t>(llama_vocab_n_tokens(vocab_)) * sizeof(float));
 }
 
 LlamaEncoder::~LlamaEncoder() { llama_batch_free(batch_); }
@@ -241,6 +261,7 @@ Status LlamaEncoder::Decode(const std::vector<Sequence>& seqs, size_t begin, siz
     if (rc == 2) return Cancelled("llama_decode was aborted");
     return Internal("llama_decode failed with code " + std::to_string(rc));
   }
+  ReleaseUnusedLogits(batch_.n_tokens);
   stats_.decodes.fetch_add(1);
   stats_.sequences.fetch_add(end - begin);
   stats_.tokens.fetch_add(static_cast<uint64_t>(batch_.n_tokens));

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "backend/backend.h"
@@ -27,8 +28,9 @@ using LlamaContextPtr = std::unique_ptr<llama_context, LlamaContextDeleter>;
 //  - The abort callback, between two nodes of the compute graph, inside the compute threads'
 //    parallel region: true once the watchdog aborted the instance.
 //  - The eval callback, at the graph's cuts (after each layer's attention, FFN up projection
-//    and FFN), outside that region, and only when a more important model is loaded: where the instance gives way to more important models (Instance::yield_point()),
-//    parking its compute threads first. Pausing inside the region instead would leave the
+//    and FFN), outside that region, and only when a more important model is loaded: where the
+//    instance gives way to more important models (Instance::yield_point()), parking its
+//    compute threads first. Pausing inside the region instead would leave the
 //    other compute threads of the team waiting at a barrier, counted by OpenMP as busy.
 struct LlamaHooks {
   Instance* instance = nullptr;
@@ -36,6 +38,11 @@ struct LlamaHooks {
   // Points `params` at this object's callbacks.
   void Attach(llama_context_params& params);
 };
+
+// Held while llama.cpp allocates a model's weight buffers or a context's buffers: a load then
+// advises huge pages for its own weights only, not for a context allocated meanwhile, whose
+// mostly untouched buffers would grow in 2 MiB steps (llama_backend.cc).
+std::unique_lock<std::mutex> LockLlamaAllocations();
 
 // Gives back the calling thread's OpenMP compute threads (they start again at its next
 // decode). A no-op in a build without OpenMP.
@@ -89,6 +96,11 @@ class LlamaEncoder final : public Instance {
   // Decodes sequences [begin, end) as one batch; writes one output row per sequence.
   Status Decode(const std::vector<Sequence>& seqs, size_t begin, size_t end,
                 std::vector<float>& rows);
+  // llama.cpp gives an encoder's context an output buffer with room for n_vocab logits per
+  // token of the largest batch so far (250 MB for a full 2048-token bert-base batch) and
+  // clears it, but a pooled encoder never computes logits: after the buffer was (re)allocated
+  // for `n_tokens`, its logits part goes back to the system, still reading as zeros.
+  void ReleaseUnusedLogits(int n_tokens);
 
   const llama_model* model_;
   const llama_vocab* vocab_;
@@ -103,6 +115,7 @@ class LlamaEncoder final : public Instance {
   int max_tokens_;
   int n_batch_;
   int n_seq_max_;
+  const float* logits_seen_ = nullptr;  // the logits buffer ReleaseUnusedLogits last saw
 };
 
 }  // namespace mmserve

@@ -38,7 +38,11 @@ Result<std::unique_ptr<LlamaGenerator>> LlamaGenerator::Create(const llama_model
   params.no_perf = true;
   auto hooks = std::make_unique<LlamaHooks>();
   hooks->Attach(params);
-  LlamaContextPtr context(llama_init_from_model(const_cast<llama_model*>(model), params));
+  LlamaContextPtr context;
+  {
+    auto lock = LockLlamaAllocations();
+    context.reset(llama_init_from_model(const_cast<llama_model*>(model), params));
+  }
   if (!context) return Internal("llama.cpp could not create a context (see its log)");
   return std::unique_ptr<LlamaGenerator>(
       new LlamaGenerator(model, options, stats, std::move(hooks), std::move(context)));

@@ -1,6 +1,7 @@
-#include "common/huge_pages.h"
+#include "common/pages.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -18,6 +19,7 @@ constexpr size_t kMiB = size_t{1} << 20;
 struct Smaps {
   std::string flags;
   long anon_huge_kb = -1;
+  long rss_kb = -1;
 };
 
 Smaps SmapsOf(const void* p) {
@@ -36,6 +38,7 @@ Smaps SmapsOf(const void* p) {
     if (!inside) continue;
     if (line.rfind("VmFlags:", 0) == 0) out.flags = line + " ";
     if (line.rfind("AnonHugePages:", 0) == 0) out.anon_huge_kb = std::stol(line.substr(14));
+    if (line.rfind("Rss:", 0) == 0) out.rss_kb = std::stol(line.substr(4));
   }
   return out;
 }
@@ -71,6 +74,23 @@ TEST(HugePageAdviceTest, AdvisesOnlyLargeMappingsMadeAfterIt) {
   munmap(small, 1 * kMiB);
 }
 
+TEST(HugePageAdviceTest, OnlyTheNewPartOfAMergedMappingIsAdvised) {
+  // 64 MiB, of which the lower half is unmapped before the advice and mapped again after it,
+  // at the same place: the kernel merges it with the upper half into one mapping.
+  char* whole = static_cast<char*>(Map(64 * kMiB));
+  ASSERT_EQ(munmap(whole, 32 * kMiB), 0);
+  HugePageAdvice advice;
+  void* again = mmap(whole, 32 * kMiB, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(again, static_cast<void*>(whole));
+
+  EXPECT_EQ(advice.AdviseNew(16 * kMiB), 32 * kMiB);
+  EXPECT_NE(SmapsOf(whole).flags.find(" hg "), std::string::npos) << SmapsOf(whole).flags;
+  EXPECT_EQ(SmapsOf(whole + 32 * kMiB).flags.find(" hg "), std::string::npos)
+      << SmapsOf(whole + 32 * kMiB).flags;
+  munmap(whole, 64 * kMiB);
+}
+
 TEST(HugePageAdviceTest, AdvisedMemoryIsBackedByHugePagesOnceWritten) {
   const std::string mode = ThpMode();
   if (mode != "always" && mode != "madvise") GTEST_SKIP() << "THP is '" << mode << "' here";
@@ -81,6 +101,24 @@ TEST(HugePageAdviceTest, AdvisedMemoryIsBackedByHugePagesOnceWritten) {
   // At least half of it: the 2 MiB-aligned blocks inside the mapping.
   EXPECT_GE(SmapsOf(fresh).anon_huge_kb, 16 * 1024);
   munmap(fresh, 32 * kMiB);
+}
+
+TEST(ReleasePagesTest, WholePagesInsideReadAsZerosAndLeaveTheResidentSet) {
+  char* region = static_cast<char*>(Map(8 * kMiB));
+  std::memset(region, 7, 8 * kMiB);
+  const long rss_before = SmapsOf(region).rss_kb;
+  // From 100 bytes into the first page to 100 bytes into the one after 4 MiB.
+  const size_t released = ReleasePages(region + 100, 4 * kMiB);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(released, 4 * kMiB - page);
+  EXPECT_EQ(region[100], 7) << "the partial first page is kept";
+  EXPECT_EQ(region[page - 1], 7);
+  EXPECT_EQ(region[page], 0);
+  EXPECT_EQ(region[4 * kMiB - 1], 0);
+  EXPECT_EQ(region[4 * kMiB], 7) << "the partial last page is kept";
+  EXPECT_LE(SmapsOf(region).rss_kb, rss_before - 3 * 1024);
+  EXPECT_EQ(ReleasePages(region + 1, 10), 0u) << "no whole page inside";
+  munmap(region, 8 * kMiB);
 }
 
 TEST(HugePageAdviceTest, NothingNewNothingAdvised) {

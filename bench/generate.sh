@@ -8,6 +8,8 @@
 # against the engine's own loop (bench/raw_generate_loop.cc: llama.h, greedy, no server), in
 # BENCH_ROUNDS alternating rounds (mmserve idle while the loop runs): back-to-back runs of the
 # same program differ by up to 5 % here, so the table gives the median of the rounds' ratios.
+# mmserve runs with huge_pages: true, as the raw loop's mmap of the file gets the page cache's
+# huge folios (a load-time trade on this VM; see src/backend/llama/llama_backend.h).
 #   bench/generate.sh [tiny|base]    (BENCH_SECONDS=30 BENCH_STREAMS=4 BENCH_ROUNDS=3)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,7 +30,7 @@ models:
     path: $MODEL
     task: generate
     timeout_ms: 600000
-    params: {n_parallel: $S, n_ctx: 512, n_batch: 512, n_threads: $THREADS}
+    params: {n_parallel: $S, n_ctx: 512, n_batch: 512, n_threads: $THREADS, huge_pages: true}
 YAML
 G1="$(free_port)"
 "$MMSERVE" --log-level warn serve "$TMP/m.yaml" --port "$P1" --grpc-port "$G1" --lock-dir "$TMP/locks" &

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "backend/llama/llama_encoder.h"
@@ -120,6 +121,7 @@ LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors) {
   o.truncate = r.Bool("truncate", o.truncate);
   o.sigmoid = r.Bool("sigmoid", o.sigmoid);
   o.chat_template = r.String("chat_template", o.chat_template);
+  o.huge_pages = r.Bool("huge_pages", o.huge_pages);
   r.Finish();
   return o;
 }
@@ -189,23 +191,28 @@ Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
   // then sees them from the load on, not page by page as they are first touched.
   params.load_mode = LLAMA_LOAD_MODE_NONE;
   params.lazy_mode = LLAMA_LAZY_MODE_OFF;
-  // ... on huge pages, as the page cache would have mapped them: llama.cpp allocates the weight
-  // buffers before it reads the first tensor and reports progress before each, so the first
-  // report is the moment to advise them (common/pages.h says what it is worth). Until
-  // then no other llama.cpp allocation runs, so no other model's buffers are advised.
+  // With params.huge_pages, on huge pages as the page cache would have mapped them: llama.cpp
+  // allocates the weight buffers before it reads the first tensor and reports progress before
+  // each, so the first report is the moment to advise them (llama_backend.h says what it is
+  // worth and costs). Until then no other llama.cpp allocation runs, so no other model's
+  // buffers are advised.
   struct Progress {
-    std::unique_lock<std::mutex> lock = LockLlamaAllocations();
-    HugePageAdvice advice;  // after the lock: the mappings before this load's
+    std::unique_lock<std::mutex> lock;
+    std::optional<HugePageAdvice> advice;  // made under the lock: the mappings before the load
   } progress;
-  params.progress_callback = [](float, void* data) {
-    auto* p = static_cast<Progress*>(data);
-    if (p->lock.owns_lock()) {
-      p->advice.AdviseNew();
-      p->lock.unlock();
-    }
-    return true;
-  };
-  params.progress_callback_user_data = &progress;
+  if (options.huge_pages) {
+    progress.lock = LockLlamaAllocations();
+    progress.advice.emplace();
+    params.progress_callback = [](float, void* data) {
+      auto* p = static_cast<Progress*>(data);
+      if (p->lock.owns_lock()) {
+        p->advice->AdviseNew();
+        p->lock.unlock();
+      }
+      return true;
+    };
+    params.progress_callback_user_data = &progress;
+  }
   LlamaModelPtr loaded(llama_model_load_from_file(model.path.c_str(), params));
   if (progress.lock.owns_lock()) progress.lock.unlock();  // a model without tensors
   if (!loaded) {

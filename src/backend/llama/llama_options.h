@@ -19,6 +19,7 @@ struct LlamaOptions {
   bool truncate = false;
   bool sigmoid = false;
   std::string chat_template;  // generate: overrides the model's tokenizer.chat_template
+  bool huge_pages = false;    // advise the weight buffers onto transparent huge pages
 };
 
 LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors);

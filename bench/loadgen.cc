@@ -18,13 +18,17 @@
 //                           message of a stream). --save-answer writes one serialized answer,
 //                           for bench/bare_grpc_server.cc to send back.
 //
+//   sweeps:                 --concurrency 1,4,16,64 or --rate 50,100,200 measures each point
+//                           in turn (warm-up and window each), one output per point.
+//
 //   loadgen --port 8000 --path /v2/models/m/infer --body-file body.json --expect EMBEDDING
-//           [--concurrency 64] [--rate 0] [--seconds 20] [--warmup 2] [--stream]
+//           [--concurrency 64] [--rate 0] [--seconds 20] [--warmup 2] [--stream] [--markdown]
 //   loadgen --grpc --port 8001 --body-file request.json --expect Y [...]
 //
-// Output: requests (sent in the window), errors, seconds, rps (answers per second, each request
-// counted by the share of its time inside the window), p50/p90/p99/p999/max/mean latency in µs
-// (and ttft_*/itl_* with --stream), first_error when there was one. Exit 1 on any error.
+// Output: a JSON line per point — requests (sent in the window), errors, seconds, rps (answers
+// per second, each request counted by the share of its time inside the window),
+// p50/p90/p99/p999/max/mean latency in µs (and ttft_*/itl_* with --stream), first_error when
+// there was one — or with --markdown one table of all points. Exit 1 on any error.
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
 
 #include <algorithm>
@@ -33,6 +37,7 @@
 #include <condition_variable>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <mutex>
@@ -280,61 +285,18 @@ int64_t Percentile(std::vector<int64_t>& v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
-}  // namespace
+struct Settings {
+  double seconds = 10;
+  double warmup = 1;
+  bool stream_events = false;
+};
 
-int main(int argc, char** argv) {
-  CLI::App app{"HTTP/gRPC load generator (closed or open loop) that checks every answer"};
-  std::string host = "127.0.0.1", path, body_file, expect, save_answer;
-  int port = 8000, concurrency = 1;
-  double seconds = 10, warmup = 1, rate = 0;
-  bool stream_events = false, use_grpc = false;
-  app.add_option("--host", host);
-  app.add_option("--port", port)->required();
-  app.add_option("--path", path, "HTTP: the request's path");
-  app.add_flag("--grpc", use_grpc, "KServe v2 gRPC: --body-file is a ModelInferRequest in JSON");
-  app.add_option("--save-answer", save_answer, "gRPC: write one serialized answer here and exit");
-  app.add_option("--body-file", body_file)->required();
-  app.add_option("--expect", expect, "a substring every 200 response must contain");
-  app.add_option("--concurrency", concurrency, "clients (closed loop) or connections (open loop)");
-  app.add_option("--rate", rate, "open loop: Poisson arrivals per second (0: closed loop)");
-  app.add_option("--seconds", seconds);
-  app.add_option("--warmup", warmup, "seconds of load before measuring");
-  app.add_flag("--stream", stream_events, "the answer comes in parts: report TTFT and ITL");
-  CLI11_PARSE(app, argc, argv);
-  if (!use_grpc && path.empty()) {
-    std::cerr << "--path is required for HTTP\n";
-    return 2;
-  }
-
-  std::stringstream body;
-  body << std::ifstream(body_file).rdbuf();
-  const std::string payload = body.str();
-  pb::ModelInferRequest grpc_request;
-  if (use_grpc) {
-    if (auto parsed = google::protobuf::util::JsonStringToMessage(payload, &grpc_request); !parsed.ok()) {
-      std::cerr << body_file << ": not a ModelInferRequest: " << parsed.ToString() << "\n";
-      return 2;
-    }
-  }
-  auto make_client = [&]() -> std::unique_ptr<Client> {
-    if (use_grpc) return std::make_unique<GrpcClient>(host, port, grpc_request, expect, stream_events);
-    return std::make_unique<HttpClient>(host, port, path, payload, expect, stream_events);
-  };
-  if (!save_answer.empty()) {
-    if (!use_grpc) {
-      std::cerr << "--save-answer needs --grpc\n";
-      return 2;
-    }
-    std::string error;
-    const std::string bytes = GrpcClient(host, port, grpc_request, expect, false).Fetch(error);
-    if (!error.empty()) {
-      std::cerr << "ModelInfer failed: " << error << "\n";
-      return 1;
-    }
-    std::ofstream(save_answer, std::ios::binary) << bytes;
-    return 0;
-  }
-
+// One measurement: `concurrency` clients (closed loop) or connections (open loop at `rate`),
+// warm-up then the window; every answer checked. Returns the JSON line described at the top.
+nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
+                       const std::function<std::unique_ptr<Client>()>& make_client) {
+  const double seconds = settings.seconds, warmup = settings.warmup;
+  const bool stream_events = settings.stream_events;
   std::atomic<bool> stop{false};
   std::atomic<int64_t> errors{0};
   std::mutex mu;
@@ -451,6 +413,112 @@ int main(int argc, char** argv) {
   }
   if (n == 0 && first_error.empty()) first_error = "no request completed in the measured window";
   if (!first_error.empty()) out["first_error"] = first_error;
-  std::cout << out.dump() << std::endl;
-  return errors.load() == 0 && n > 0 ? 0 : 1;
+  return out;
+}
+
+// The sweep as a markdown table, one row per point.
+void PrintTable(const std::vector<nlohmann::json>& points, bool stream_events) {
+  std::cout << "| clients | rate/s | answers/s | p50 ms | p90 ms | p99 ms | p99.9 ms | errors |"
+            << (stream_events ? " TTFT p50 ms | ITL p50 ms |" : "") << "\n"
+            << "|---|---|---|---|---|---|---|---|" << (stream_events ? "---|---|" : "") << "\n";
+  auto ms = [](const nlohmann::json& j, const char* key) {
+    std::ostringstream o;
+    o.precision(3);
+    o << j.value(key, int64_t{0}) / 1000.0;
+    return o.str();
+  };
+  for (const auto& p : points) {
+    std::ostringstream rps;
+    rps.setf(std::ios::fixed);
+    rps.precision(1);
+    rps << p["rps"].get<double>();
+    std::cout << "| " << p["concurrency"] << " | "
+              << (p.contains("rate") ? p["rate"].dump() : std::string("closed loop")) << " | "
+              << rps.str() << " | " << ms(p, "p50_us") << " | " << ms(p, "p90_us") << " | "
+              << ms(p, "p99_us") << " | " << ms(p, "p999_us") << " | " << p["errors"] << " |";
+    if (stream_events) std::cout << " " << ms(p, "ttft_p50_us") << " | " << ms(p, "itl_p50_us") << " |";
+    std::cout << "\n";
+  }
+  for (const auto& p : points) {
+    if (p.contains("first_error")) {
+      std::cout << "\n" << p["concurrency"] << " clients: " << p["first_error"].get<std::string>() << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"HTTP/gRPC load generator (closed or open loop) that checks every answer"};
+  std::string host = "127.0.0.1", path, body_file, expect, save_answer;
+  int port = 8000;
+  std::vector<int> concurrencies = {1};
+  std::vector<double> rates = {0};
+  Settings settings;
+  bool use_grpc = false, markdown = false;
+  bool& stream_events = settings.stream_events;
+  app.add_option("--host", host);
+  app.add_option("--port", port)->required();
+  app.add_option("--path", path, "HTTP: the request's path");
+  app.add_flag("--grpc", use_grpc, "KServe v2 gRPC: --body-file is a ModelInferRequest in JSON");
+  app.add_option("--save-answer", save_answer, "gRPC: write one serialized answer here and exit");
+  app.add_option("--body-file", body_file)->required();
+  app.add_option("--expect", expect, "a substring every 200 response must contain");
+  app.add_option("--concurrency", concurrencies,
+                 "clients (closed loop) or connections (open loop); several: a sweep")
+      ->delimiter(',');
+  app.add_option("--rate", rates,
+                 "open loop: Poisson arrivals per second (0: closed loop); several: a sweep")
+      ->delimiter(',');
+  app.add_option("--seconds", settings.seconds, "the measured window of each point");
+  app.add_option("--warmup", settings.warmup, "seconds of load before measuring, each point");
+  app.add_flag("--markdown", markdown, "print the sweep as a markdown table instead of JSON lines");
+  app.add_flag("--stream", stream_events, "the answer comes in parts: report TTFT and ITL");
+  CLI11_PARSE(app, argc, argv);
+  if (!use_grpc && path.empty()) {
+    std::cerr << "--path is required for HTTP\n";
+    return 2;
+  }
+
+  std::stringstream body;
+  body << std::ifstream(body_file).rdbuf();
+  const std::string payload = body.str();
+  pb::ModelInferRequest grpc_request;
+  if (use_grpc) {
+    if (auto parsed = google::protobuf::util::JsonStringToMessage(payload, &grpc_request); !parsed.ok()) {
+      std::cerr << body_file << ": not a ModelInferRequest: " << parsed.ToString() << "\n";
+      return 2;
+    }
+  }
+  auto make_client = [&]() -> std::unique_ptr<Client> {
+    if (use_grpc) return std::make_unique<GrpcClient>(host, port, grpc_request, expect, stream_events);
+    return std::make_unique<HttpClient>(host, port, path, payload, expect, stream_events);
+  };
+  if (!save_answer.empty()) {
+    if (!use_grpc) {
+      std::cerr << "--save-answer needs --grpc\n";
+      return 2;
+    }
+    std::string error;
+    const std::string bytes = GrpcClient(host, port, grpc_request, expect, false).Fetch(error);
+    if (!error.empty()) {
+      std::cerr << "ModelInfer failed: " << error << "\n";
+      return 1;
+    }
+    std::ofstream(save_answer, std::ios::binary) << bytes;
+    return 0;
+  }
+
+  std::vector<nlohmann::json> points;
+  bool failed = false;
+  for (double rate : rates) {
+    for (int concurrency : concurrencies) {
+      nlohmann::json out = Measure(settings, concurrency, rate, make_client);
+      failed = failed || out["errors"].get<int64_t>() > 0 || out["requests"].get<size_t>() == 0;
+      if (!markdown) std::cout << out.dump() << std::endl;
+      points.push_back(std::move(out));
+    }
+  }
+  if (markdown) PrintTable(points, stream_events);
+  return failed ? 1 : 0;
 }

@@ -120,7 +120,10 @@ class HttpClient final : public Client {
  public:
   HttpClient(std::string host, int port, std::string path, const std::string& payload,
              std::string expect, bool stream_events)
-      : host_(std::move(host)), port_(port), expect_(std::move(expect)), stream_events_(stream_events),
+      : host_(std::move(host)),
+        port_(port),
+        expect_(std::move(expect)),
+        stream_events_(stream_events),
         request_(http::verb::post, path, 11) {
     request_.set(http::field::host, host_);
     request_.set(http::field::content_type, "application/json");
@@ -169,7 +172,8 @@ class HttpClient final : public Client {
     }
     reused_ = true;
     const auto& res = parsed->get();
-    if (res.result_int() != 200 || (!expect_.empty() && res.body().find(expect_) == std::string::npos) ||
+    if (res.result_int() != 200 ||
+        (!expect_.empty() && res.body().find(expect_) == std::string::npos) ||
         (stream_events_ && answer.events.empty())) {
       answer.error = std::to_string(res.result_int()) + " " + res.body().substr(0, 200);
     }
@@ -180,8 +184,8 @@ class HttpClient final : public Client {
  private:
   void Connect() {
     stream_.emplace(ioc_);
-    stream_->connect(net::ip::tcp::endpoint(net::ip::make_address(host_),
-                                            static_cast<unsigned short>(port_)));
+    stream_->connect(
+        net::ip::tcp::endpoint(net::ip::make_address(host_), static_cast<unsigned short>(port_)));
     reused_ = false;
   }
 
@@ -256,7 +260,8 @@ class GrpcClient final : public Client {
     if (expect_.empty()) return;
     const std::string bytes = response.SerializeAsString();
     if (bytes.find(expect_) == std::string::npos) {
-      answer.error = "the answer lacks \"" + expect_ + "\": " + response.ShortDebugString().substr(0, 200);
+      answer.error =
+          "the answer lacks \"" + expect_ + "\": " + response.ShortDebugString().substr(0, 200);
     }
   }
 
@@ -304,8 +309,8 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
   std::string first_error;
   Arrivals arrivals;
   const auto start = Clock::now();
-  const auto measure_from = start + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(warmup));
+  const auto measure_from =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup));
   const auto measure_to = measure_from + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(seconds));
   auto measured = [&](Clock::time_point t) { return t >= measure_from && t < measure_to; };
@@ -436,12 +441,14 @@ void PrintTable(const std::vector<nlohmann::json>& points, bool stream_events) {
               << (p.contains("rate") ? p["rate"].dump() : std::string("closed loop")) << " | "
               << rps.str() << " | " << ms(p, "p50_us") << " | " << ms(p, "p90_us") << " | "
               << ms(p, "p99_us") << " | " << ms(p, "p999_us") << " | " << p["errors"] << " |";
-    if (stream_events) std::cout << " " << ms(p, "ttft_p50_us") << " | " << ms(p, "itl_p50_us") << " |";
+    if (stream_events)
+      std::cout << " " << ms(p, "ttft_p50_us") << " | " << ms(p, "itl_p50_us") << " |";
     std::cout << "\n";
   }
   for (const auto& p : points) {
     if (p.contains("first_error")) {
-      std::cout << "\n" << p["concurrency"] << " clients: " << p["first_error"].get<std::string>() << "\n";
+      std::cout << "\n"
+                << p["concurrency"] << " clients: " << p["first_error"].get<std::string>() << "\n";
     }
   }
 }
@@ -463,7 +470,7 @@ int main(int argc, char** argv) {
   app.add_flag("--grpc", use_grpc, "KServe v2 gRPC: --body-file is a ModelInferRequest in JSON");
   app.add_option("--save-answer", save_answer, "gRPC: write one serialized answer here and exit");
   app.add_option("--body-file", body_file)->required();
-  app.add_option("--expect", expect, "a substring every 200 response must contain");
+  app.add_option("--expect", expect, "a substring every answer must contain");
   app.add_option("--concurrency", concurrencies,
                  "clients (closed loop) or connections (open loop); several: a sweep")
       ->delimiter(',');
@@ -485,13 +492,15 @@ int main(int argc, char** argv) {
   const std::string payload = body.str();
   pb::ModelInferRequest grpc_request;
   if (use_grpc) {
-    if (auto parsed = google::protobuf::util::JsonStringToMessage(payload, &grpc_request); !parsed.ok()) {
+    if (auto parsed = google::protobuf::util::JsonStringToMessage(payload, &grpc_request);
+        !parsed.ok()) {
       std::cerr << body_file << ": not a ModelInferRequest: " << parsed.ToString() << "\n";
       return 2;
     }
   }
   auto make_client = [&]() -> std::unique_ptr<Client> {
-    if (use_grpc) return std::make_unique<GrpcClient>(host, port, grpc_request, expect, stream_events);
+    if (use_grpc)
+      return std::make_unique<GrpcClient>(host, port, grpc_request, expect, stream_events);
     return std::make_unique<HttpClient>(host, port, path, payload, expect, stream_events);
   };
   if (!save_answer.empty()) {

@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
   }
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
-  nlohmann::json out{{"median_ms", sorted.empty() ? 0.0 : sorted[sorted.size() / 2]}, {"rounds_ms", ms}};
+  nlohmann::json out{{"median_ms", sorted.empty() ? 0.0 : sorted[sorted.size() / 2]},
+                     {"rounds_ms", ms}};
 
   std::vector<std::pair<llama_model*, llama_context*>> kept;
   long rss_first = 0;

@@ -30,7 +30,8 @@ Smaps SmapsOf(const void* p) {
   Smaps out;
   while (std::getline(in, line)) {
     unsigned long begin = 0, end = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2 && line.find(':') > line.find(' ')) {
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2 &&
+        line.find(':') > line.find(' ')) {
       if (inside) break;
       inside = begin <= at && at < end;
       continue;

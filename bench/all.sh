@@ -2,8 +2,9 @@
 # Every benchmark scenario, one after the other, each side by side with its peer in one run
 # (docs/BENCHMARKS.md). The tables go to stdout and to $BENCH_OUT (default build/bench-results.md).
 #
-#   bench/all.sh           the full suite, about 15 minutes on the 2-core machine: base models
-#                          (generated first if missing), windows of 5–15 s, a 5-minute soak
+#   bench/all.sh           the full suite, under 15 minutes on the 2-core machine: base models
+#                          (generated first if missing), windows of 5–15 s, a 4-minute soak;
+#                          12–13 minutes of scenarios measured, plus the build check
 #   bench/all.sh --quick   a smoke test (about 2 minutes, tiny models, 1 s windows, no goals):
 #                          fails if any response is wrong or any scenario cannot run. The test
 #                          command runs it. S1/S2 (scheduling) need the base models: not in quick.
@@ -51,7 +52,7 @@ else
   scenario "P4/S1/S2 scheduling" BENCH_SECONDS=8 BENCH_ROUNDS=1 -- scheduling.sh
   scenario "P5 first response, bert-base" BENCH_ROUNDS=3 -- first_response.sh base
   scenario "RAG mix, tiny" BENCH_SECONDS=10 -- rag_mix.sh tiny
-  scenario "P6 memory, bert-base" BENCH_SOAK=300 -- memory.sh base
+  scenario "P6 memory, bert-base" BENCH_SOAK=240 -- memory.sh base
 fi
 
 echo

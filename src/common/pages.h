@@ -6,8 +6,11 @@
 // Why: a backend that copies its weights into memory it owns (llama.cpp without mmap) gets 4 KiB
 // pages wherever THP is "madvise" (Debian's default), while the same file mapped from the page
 // cache gets huge folios; a decode that streams every weight each token then spends measurably
-// more on TLB misses (2.5 % of a 0.5B F16 decoder's tokens/s here). Advising the fresh buffers
-// before they are filled costs nothing; collapsing them afterwards costs ~2.3 s per GiB.
+// more on TLB misses (2.5 % of a 0.5B F16 decoder's tokens/s here). On bare metal, advising
+// the fresh buffers before they are filled costs nothing (collapsing them afterwards costs
+// ~2.3 s per GiB); on a VM whose balloon hands free 2 MiB blocks back to the host every huge
+// page is faulted in anew (a cold 254 MB load: 2.5 s instead of 0.22 s here), so callers make
+// it a choice (llama: params.huge_pages).
 //
 //   HugePageAdvice advice;          // remembers today's mappings
 //   ... allocate the weight buffers ...

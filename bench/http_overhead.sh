@@ -48,6 +48,10 @@ run() {  # run PORT PATH CONCURRENCY
   "$LOAD" --port "$1" --path "$2" --body-file "$TMP/body.json" --expect '"Y"' \
     --concurrency "$3" --seconds "$SECONDS_RUN" --warmup 1
 }
+listening_port() {  # listening_port FILE: the port a bare server wrote to FILE once it serves
+  for _ in $(seq 1 100); do grep -q listening "$1" && break; sleep 0.05; done
+  awk '/listening on/ {print $3}' "$1"
+}
 grpc_run() {  # grpc_run PORT CONCURRENCY
   "$LOAD" --grpc --port "$1" --body-file "$TMP/grpc.json" --expect Y \
     --concurrency "$2" --seconds "$SECONDS_RUN" --warmup 1
@@ -61,16 +65,14 @@ stop "$PID"
 
 "$BARE" --port 0 --threads "$IO_THREADS" --response-file "$TMP/answer.json" >"$TMP/bare.out" &
 BPID=$!
-for _ in $(seq 1 100); do grep -q listening "$TMP/bare.out" && break; sleep 0.05; done
-BPORT="$(awk '/listening on/ {print $3}' "$TMP/bare.out")"
+BPORT="$(listening_port "$TMP/bare.out")"
 BARE_C="$(run "$BPORT" /v2/models/echo/infer "$CONC")"
 BARE_1="$(run "$BPORT" /v2/models/echo/infer 1)"
 stop "$BPID"
 
 "$ROOT/build/bench/bare_grpc_server" --port 0 --response-file "$TMP/answer.pb" >"$TMP/bare-grpc.out" &
 GPID=$!
-for _ in $(seq 1 100); do grep -q listening "$TMP/bare-grpc.out" && break; sleep 0.05; done
-GBPORT="$(awk '/listening on/ {print $3}' "$TMP/bare-grpc.out")"
+GBPORT="$(listening_port "$TMP/bare-grpc.out")"
 BAREG_C="$(grpc_run "$GBPORT" "$CONC")"
 BAREG_1="$(grpc_run "$GBPORT" 1)"
 stop "$GPID"

@@ -352,14 +352,17 @@ TEST_F(LlamaBackendTest, EstimateBeforeLoadIsWithinAQuarterOfTheMeasuredFootprin
   }
 }
 
-// AnonHugePages of this process, in kB (-1 when the kernel does not say).
-long AnonHugePagesKb() {
-  std::ifstream in("/proc/self/smaps_rollup");
+// The "<key>: <n> kB" line of a /proc/self file, in kB (-1 when the kernel does not say).
+long ProcKb(const char* file, const std::string& key) {
+  std::ifstream in(file);
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("AnonHugePages:", 0) == 0) return std::stol(line.substr(14));
+    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
   }
   return -1;
 }
+
+long AnonHugePagesKb() { return ProcKb("/proc/self/smaps_rollup", "AnonHugePages"); }
+long RssKb() { return ProcKb("/proc/self/status", "VmRSS"); }
 
 TEST_F(LlamaBackendTest, WeightsLandOnHugePagesOnlyWhenAskedTo) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -386,15 +389,6 @@ TEST_F(LlamaBackendTest, WeightsLandOnHugePagesOnlyWhenAskedTo) {
       EXPECT_LT(grown, weights_kb / 4) << "weights of " << weights_kb << " kB";
     }
   }
-}
-
-// Resident memory of this process, in kB.
-long RssKb() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
 }
 
 TEST_F(LlamaBackendTest, ALargeBatchLeavesNoLogitsBufferResident) {

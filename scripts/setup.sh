@@ -18,7 +18,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache git curl pkg-config
-  libboost-dev libboost-system-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
+  libboost-dev libboost-system-dev libyaml-cpp-dev nlohmann-json3-dev libsimdjson-dev libspdlog-dev libfmt-dev
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-numpy
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
 )

@@ -45,7 +45,7 @@ TEST(DemoTest, RunCommandServesTheDemoAndIsReady) {
               HasSubstr("\"data\":[1.0,2.0,3.0,4.0]"));
   EXPECT_THAT(Curl("-X POST " + base + "/v2/models/embedder/infer -d '{\"inputs\":[{\"name\":"
                    "\"TEXT\",\"datatype\":\"BYTES\",\"shape\":[1],\"data\":[\"hi\"]}]}'"),
-              HasSubstr("\"name\":\"EMBEDDING\",\"shape\":[1,64]"));
+              HasSubstr("\"name\":\"EMBEDDING\",\"datatype\":\"FP32\",\"shape\":[1,64]"));
   EXPECT_THAT(Curl(base + "/v1/chat/completions -d '{\"model\":\"llm\",\"messages\":[{\"role\":"
                    "\"user\",\"content\":\"Hi\"}],\"max_tokens\":4}'"),
               HasSubstr("\"object\":\"chat.completion\""));

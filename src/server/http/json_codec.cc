@@ -1,13 +1,17 @@
 #include "server/http/json_codec.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+#include <simdjson.h>
+
 namespace mmserve {
 namespace {
 
-using nlohmann::json;
+namespace dom = simdjson::dom;
 
 // ---- 16-bit floats (round to nearest even) ---------------------------------------------------
 
@@ -66,6 +70,27 @@ float Bf16ToFloat(uint16_t b) {
 
 // ---- JSON data → tensor bytes ---------------------------------------------------------------
 
+// One simdjson parser per thread: it keeps its buffers between requests, so a steady stream of
+// requests parses without allocating. A parser grown past this by one large body is dropped
+// after it, so that no thread keeps a large request's buffers.
+constexpr size_t kKeepParserBytes = size_t{1} << 20;
+
+class ThreadParser {
+ public:
+  ThreadParser() : parser_(Get()) {}
+  ~ThreadParser() {
+    if (parser_->capacity() > kKeepParserBytes) parser_ = std::make_unique<dom::parser>();
+  }
+  dom::parser& operator*() { return *parser_; }
+
+ private:
+  static std::unique_ptr<dom::parser>& Get() {
+    thread_local std::unique_ptr<dom::parser> parser = std::make_unique<dom::parser>();
+    return parser;
+  }
+  std::unique_ptr<dom::parser>& parser_;
+};
+
 template <typename T>
 void Put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof(T));
@@ -78,40 +103,46 @@ T Get(const std::string& data, size_t i) {
   return v;
 }
 
-void Flatten(const json& value, std::vector<const json*>& out) {
-  if (value.is_array()) {
-    for (const auto& e : value) Flatten(e, out);
-  } else {
-    out.push_back(&value);
-  }
+// Elements of `value` with nested arrays flattened (a scalar counts as one).
+int64_t CountElements(dom::element value) {
+  if (!value.is_array()) return 1;
+  int64_t n = 0;
+  for (dom::element e : dom::array(value)) n += CountElements(e);
+  return n;
 }
 
 template <typename T>
-bool PutInteger(const json& e, std::string& out) {
-  if (e.is_number_unsigned()) {
-    const auto v = e.get<uint64_t>();
-    if (v > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
-    Put<T>(out, static_cast<T>(v));
-    return true;
-  }
-  if (e.is_number_integer()) {
-    const auto v = e.get<int64_t>();
-    if constexpr (std::is_unsigned_v<T>) {
-      if (v < 0 || static_cast<uint64_t>(v) > std::numeric_limits<T>::max()) return false;
-    } else {
-      if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) return false;
+bool PutInteger(dom::element e, std::string& out) {
+  uint64_t v;  // the value's bits; INT64 holds every integer up to INT64_MAX, UINT64 the rest
+  bool negative = false;
+  switch (e.type()) {
+    case dom::element_type::INT64: {
+      const int64_t i = e.get_int64().value_unsafe();
+      negative = i < 0;
+      v = static_cast<uint64_t>(i);
+      break;
     }
-    Put<T>(out, static_cast<T>(v));
-    return true;
+    case dom::element_type::UINT64: v = e.get_uint64().value_unsafe(); break;
+    default: return false;
   }
-  return false;
+  if (negative) {
+    if constexpr (std::is_unsigned_v<T>) {
+      return false;
+    } else {
+      if (static_cast<int64_t>(v) < std::numeric_limits<T>::min()) return false;
+    }
+  } else if (v > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+    return false;
+  }
+  Put<T>(out, static_cast<T>(v));
+  return true;
 }
 
-bool PutElement(DataType type, const json& e, std::string& out) {
+bool PutElement(DataType type, dom::element e, std::string& out) {
   switch (type) {
     case DataType::kBool:
-      if (!e.is_boolean()) return false;
-      Put<uint8_t>(out, e.get<bool>() ? 1 : 0);
+      if (!e.is_bool()) return false;
+      Put<uint8_t>(out, e.get_bool().value_unsafe() ? 1 : 0);
       return true;
     case DataType::kUint8: return PutInteger<uint8_t>(e, out);
     case DataType::kUint16: return PutInteger<uint16_t>(e, out);
@@ -125,80 +156,116 @@ bool PutElement(DataType type, const json& e, std::string& out) {
     case DataType::kBf16:
     case DataType::kFp32:
     case DataType::kFp64: {
-      if (!e.is_number()) return false;
-      const double v = e.get<double>();
+      double v;
+      if (e.get_double().get(v)) return false;  // not a number
       if (type == DataType::kFp64) Put<double>(out, v);
       if (type == DataType::kFp32) Put<float>(out, static_cast<float>(v));
       if (type == DataType::kFp16) Put<uint16_t>(out, FloatToHalf(static_cast<float>(v)));
       if (type == DataType::kBf16) Put<uint16_t>(out, FloatToBf16(static_cast<float>(v)));
       return true;
     }
-    case DataType::kBytes:
-      if (!e.is_string()) return false;
-      Tensor::AppendBytesElement(out, e.get_ref<const std::string&>());
+    case DataType::kBytes: {
+      std::string_view v;
+      if (e.get_string().get(v)) return false;
+      Tensor::AppendBytesElement(out, v);
       return true;
+    }
   }
   return false;
 }
 
-std::string Describe(const json& e) {
-  std::string s = e.dump(-1, ' ', false, json::error_handler_t::replace);
+// Puts the elements of `value` (nested arrays flattened) into `out`; on an element that is not
+// a `type`, returns its flat index in `bad`.
+bool PutElements(DataType type, dom::element value, std::string& out, int64_t& index,
+                 dom::element& bad) {
+  if (value.is_array()) {
+    for (dom::element e : dom::array(value)) {
+      if (!PutElements(type, e, out, index, bad)) return false;
+    }
+    return true;
+  }
+  if (!PutElement(type, value, out)) {
+    bad = value;
+    return false;
+  }
+  ++index;
+  return true;
+}
+
+std::string Describe(dom::element e) {
+  std::string s = simdjson::minify(e);
   return s.size() > 40 ? s.substr(0, 40) + "..." : s;
 }
 
-Result<RequestParams> ParseParameters(const json& params, const std::string& where) {
+// The member `key` of `object`, or a null element when it has none.
+std::optional<dom::element> Member(dom::object object, std::string_view key) {
+  dom::element e;
+  if (object.at_key(key).get(e)) return std::nullopt;
+  return e;
+}
+
+Result<RequestParams> ParseParameters(std::optional<dom::element> params,
+                                      const std::string& where) {
   RequestParams out;
-  if (params.is_null()) return out;
-  if (!params.is_object()) return InvalidArgument(where + ": expected an object");
-  for (const auto& [key, v] : params.items()) {
-    if (v.is_boolean()) {
-      out[key] = v.get<bool>();
-    } else if (v.is_number_integer()) {
-      out[key] = v.get<int64_t>();
-    } else if (v.is_number()) {
-      out[key] = v.get<double>();
-    } else if (v.is_string()) {
-      out[key] = v.get<std::string>();
-    } else {
-      return InvalidArgument(where + "." + key + ": expected a string, number or bool, found " +
-                             Describe(v));
+  if (!params || params->is_null()) return out;
+  if (!params->is_object()) return InvalidArgument(where + ": expected an object");
+  for (dom::key_value_pair kv : dom::object(*params)) {
+    std::string key(kv.key);
+    const dom::element v = kv.value;
+    switch (v.type()) {
+      case dom::element_type::BOOL: out[key] = v.get_bool().value_unsafe(); break;
+      case dom::element_type::INT64: out[key] = v.get_int64().value_unsafe(); break;
+      case dom::element_type::UINT64:
+      case dom::element_type::DOUBLE: out[key] = v.get_double().value_unsafe(); break;
+      case dom::element_type::STRING: out[key] = std::string(v.get_string().value_unsafe()); break;
+      default:
+        return InvalidArgument(where + "." + key + ": expected a string, number or bool, found " +
+                               Describe(v));
     }
   }
   return out;
 }
 
-Result<Shape> ParseShape(const json& shape, const std::string& where) {
+Result<Shape> ParseShape(dom::element shape, const std::string& where) {
   if (!shape.is_array()) return InvalidArgument(where + ": expected an array of integers");
   Shape out;
-  for (const auto& d : shape) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0) {
+  for (dom::element d : dom::array(shape)) {
+    if (d.type() != dom::element_type::INT64 || d.get_int64().value_unsafe() < 0) {
       return InvalidArgument(where + ": expected non-negative integers, found " + Describe(d));
     }
-    out.push_back(d.get<int64_t>());
+    out.push_back(d.get_int64().value_unsafe());
   }
   return out;
 }
 
-Result<Tensor> ParseInput(const json& input, size_t index, const std::string& body,
+// The string member `key` of `object`, or nullopt when it is missing or not a string.
+std::optional<std::string_view> StringMember(dom::object object, std::string_view key) {
+  std::string_view v;
+  if (object.at_key(key).get_string().get(v)) return std::nullopt;
+  return v;
+}
+
+Result<Tensor> ParseInput(dom::element element, size_t index, const std::string& body,
                           size_t& binary_offset) {
   const std::string where = "inputs[" + std::to_string(index) + "]";
-  if (!input.is_object()) return InvalidArgument(where + ": expected an object");
-  if (!input.contains("name") || !input["name"].is_string()) {
-    return InvalidArgument(where + ".name: expected a string");
-  }
-  const std::string name = input["name"].get<std::string>();
+  if (!element.is_object()) return InvalidArgument(where + ": expected an object");
+  const dom::object input(element);
+  const auto name_view = StringMember(input, "name");
+  if (!name_view) return InvalidArgument(where + ".name: expected a string");
+  std::string name(*name_view);
   const std::string named = where + " ('" + name + "')";
-  if (!input.contains("datatype") || !input["datatype"].is_string()) {
-    return InvalidArgument(named + ".datatype: expected a string");
-  }
-  const auto type = ParseDataType(input["datatype"].get<std::string>());
+  const auto datatype = StringMember(input, "datatype");
+  if (!datatype) return InvalidArgument(named + ".datatype: expected a string");
+  const auto type = ParseDataType(*datatype);
   if (!type) {
-    return InvalidArgument(named + ".datatype: unknown datatype " + Describe(input["datatype"]));
+    return InvalidArgument(named + ".datatype: unknown datatype " +
+                           Describe(*Member(input, "datatype")));
   }
-  if (!input.contains("shape")) return InvalidArgument(named + ".shape: missing");
-  MMS_ASSIGN_OR_RETURN(Shape shape, ParseShape(input["shape"], named + ".shape"));
+  const auto shape_element = Member(input, "shape");
+  if (!shape_element) return InvalidArgument(named + ".shape: missing");
+  MMS_ASSIGN_OR_RETURN(Shape shape, ParseShape(*shape_element, named + ".shape"));
   MMS_ASSIGN_OR_RETURN(RequestParams params,
-                       ParseParameters(input.value("parameters", json()), named + ".parameters"));
+                       ParseParameters(Member(input, "parameters"), named + ".parameters"));
   const auto count = ElementCount(shape);
   if (!count) return InvalidArgument(named + ".shape: too many elements");
 
@@ -218,26 +285,121 @@ Result<Tensor> ParseInput(const json& input, size_t index, const std::string& bo
     data.assign(body, binary_offset, size);
     binary_offset += size;
   } else {
-    if (!input.contains("data")) return InvalidArgument(named + ".data: missing");
-    std::vector<const json*> elements;
-    Flatten(input["data"], elements);
-    if (static_cast<int64_t>(elements.size()) != *count) {
+    const auto values = Member(input, "data");
+    if (!values) return InvalidArgument(named + ".data: missing");
+    const int64_t found = CountElements(*values);
+    if (found != *count) {
       return InvalidArgument(named + ".data: shape " + ShapeToString(shape) + " needs " +
                              std::to_string(*count) + " elements, found " +
-                             std::to_string(elements.size()));
+                             std::to_string(found));
     }
-    if (*type != DataType::kBytes) data.reserve(elements.size() * DataTypeSize(*type));
-    for (size_t i = 0; i < elements.size(); ++i) {
-      if (!PutElement(*type, *elements[i], data)) {
-        return InvalidArgument(named + ".data[" + std::to_string(i) + "]: " +
-                               Describe(*elements[i]) + " is not a valid " +
-                               std::string(DataTypeName(*type)));
-      }
+    if (*type != DataType::kBytes) data.reserve(static_cast<size_t>(found) * DataTypeSize(*type));
+    int64_t put = 0;
+    dom::element bad;
+    if (!PutElements(*type, *values, data, put, bad)) {
+      return InvalidArgument(named + ".data[" + std::to_string(put) + "]: " + Describe(bad) +
+                             " is not a valid " + std::string(DataTypeName(*type)));
     }
   }
-  Tensor tensor(name, *type, std::move(shape), std::move(data));
+  Tensor tensor(std::move(name), *type, std::move(shape), std::move(data));
   MMS_RETURN_IF_ERROR(tensor.Validate());
   return tensor;
+}
+
+// ---- tensor bytes → JSON ----------------------------------------------------------------------
+
+// Appends `s` as a JSON string. Plain ASCII is copied as is; anything else goes through
+// nlohmann's escaping, which also replaces invalid UTF-8 with U+FFFD.
+void AppendString(std::string& out, std::string_view s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u < 0x80 && c != '"' && c != '\\';
+  });
+  if (plain) {
+    out += '"';
+    out += s;
+    out += '"';
+    return;
+  }
+  out += nlohmann::json(std::string(s)).dump(-1, ' ', false,
+                                               nlohmann::json::error_handler_t::replace);
+}
+
+template <typename T>
+void AppendInteger(std::string& out, T v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, end);
+}
+
+// The shortest text that reads back as the same `T`; NaN and infinities, which JSON cannot
+// carry, as null; a whole number keeps a ".0" so that it still reads as a float.
+template <typename T>
+void AppendFloat(std::string& out, T v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  const std::string_view text(buf, static_cast<size_t>(end - buf));
+  out += text;
+  if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
+}
+
+void AppendData(std::string& out, const Tensor& t) {
+  const auto& d = t.data();
+  const size_t n =
+      t.type() == DataType::kBytes ? 0 : d.size() / std::max<size_t>(1, DataTypeSize(t.type()));
+  out += '[';
+  auto each = [&](auto append) {
+    for (size_t i = 0; i < n; ++i) {
+      if (i) out += ',';
+      append(i);
+    }
+  };
+  switch (t.type()) {
+    case DataType::kBool: each([&](size_t i) { out += Get<uint8_t>(d, i) ? "true" : "false"; }); break;
+    case DataType::kUint8: each([&](size_t i) { AppendInteger(out, Get<uint8_t>(d, i)); }); break;
+    case DataType::kUint16: each([&](size_t i) { AppendInteger(out, Get<uint16_t>(d, i)); }); break;
+    case DataType::kUint32: each([&](size_t i) { AppendInteger(out, Get<uint32_t>(d, i)); }); break;
+    case DataType::kUint64: each([&](size_t i) { AppendInteger(out, Get<uint64_t>(d, i)); }); break;
+    case DataType::kInt8: each([&](size_t i) { AppendInteger(out, Get<int8_t>(d, i)); }); break;
+    case DataType::kInt16: each([&](size_t i) { AppendInteger(out, Get<int16_t>(d, i)); }); break;
+    case DataType::kInt32: each([&](size_t i) { AppendInteger(out, Get<int32_t>(d, i)); }); break;
+    case DataType::kInt64: each([&](size_t i) { AppendInteger(out, Get<int64_t>(d, i)); }); break;
+    case DataType::kFp16: each([&](size_t i) { AppendFloat(out, HalfToFloat(Get<uint16_t>(d, i))); }); break;
+    case DataType::kBf16: each([&](size_t i) { AppendFloat(out, Bf16ToFloat(Get<uint16_t>(d, i))); }); break;
+    case DataType::kFp32: each([&](size_t i) { AppendFloat(out, Get<float>(d, i)); }); break;
+    case DataType::kFp64: each([&](size_t i) { AppendFloat(out, Get<double>(d, i)); }); break;
+    case DataType::kBytes: {
+      bool first = true;
+      for (auto e : t.BytesElements()) {
+        if (!first) out += ',';
+        first = false;
+        AppendString(out, e);
+      }
+      break;
+    }
+  }
+  out += ']';
+}
+
+void AppendParam(std::string& out, const ParamValue& value) {
+  std::visit(
+      [&](const auto& v) {
+        using V = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<V, bool>) {
+          out += v ? "true" : "false";
+        } else if constexpr (std::is_same_v<V, int64_t>) {
+          AppendInteger(out, v);
+        } else if constexpr (std::is_same_v<V, double>) {
+          AppendFloat(out, v);
+        } else {
+          AppendString(out, v);
+        }
+      },
+      value);
 }
 
 }  // namespace
@@ -249,25 +411,28 @@ Result<ParsedInferRequest> ParseInferRequest(const std::string& body,
                            ") exceeds the body (" + std::to_string(body.size()) + " bytes)");
   }
   const size_t json_size = header_length.value_or(body.size());
-  json doc = json::parse(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(json_size),
-                         nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgument("request body is not valid JSON");
-  if (!doc.is_object()) return InvalidArgument("request body: expected a JSON object");
+  ThreadParser parser;
+  dom::element element;
+  if (auto error = (*parser).parse(body.data(), json_size).get(element)) {
+    return InvalidArgument(std::string("request body is not valid JSON: ") +
+                           simdjson::error_message(error));
+  }
+  if (!element.is_object()) return InvalidArgument("request body: expected a JSON object");
+  const dom::object doc(element);
 
   ParsedInferRequest parsed;
   InferRequest& request = parsed.request;
-  if (doc.contains("id")) {
-    if (!doc["id"].is_string()) return InvalidArgument("id: expected a string");
-    request.id = doc["id"].get<std::string>();
+  if (auto id = Member(doc, "id")) {
+    if (!id->is_string()) return InvalidArgument("id: expected a string");
+    request.id = std::string(id->get_string().value_unsafe());
   }
-  MMS_ASSIGN_OR_RETURN(request.parameters,
-                       ParseParameters(doc.value("parameters", json()), "parameters"));
-  if (!doc.contains("inputs") || !doc["inputs"].is_array()) {
-    return InvalidArgument("inputs: expected an array of tensors");
-  }
+  MMS_ASSIGN_OR_RETURN(request.parameters, ParseParameters(Member(doc, "parameters"), "parameters"));
+  const auto inputs = Member(doc, "inputs");
+  if (!inputs || !inputs->is_array()) return InvalidArgument("inputs: expected an array of tensors");
   size_t binary_offset = json_size;
-  for (size_t i = 0; i < doc["inputs"].size(); ++i) {
-    MMS_ASSIGN_OR_RETURN(Tensor t, ParseInput(doc["inputs"][i], i, body, binary_offset));
+  size_t i = 0;
+  for (dom::element input : dom::array(*inputs)) {
+    MMS_ASSIGN_OR_RETURN(Tensor t, ParseInput(input, i++, body, binary_offset));
     request.inputs.push_back(std::move(t));
   }
   if (binary_offset != body.size()) {
@@ -275,18 +440,17 @@ Result<ParsedInferRequest> ParseInferRequest(const std::string& body,
                            " binary bytes that no input's binary_data_size accounts for");
   }
   parsed.response.all_binary = BoolParam(request.parameters, "binary_data_output", false);
-  if (doc.contains("outputs")) {
-    if (!doc["outputs"].is_array()) return InvalidArgument("outputs: expected an array");
-    for (size_t i = 0; i < doc["outputs"].size(); ++i) {
-      const auto& o = doc["outputs"][i];
-      const std::string where = "outputs[" + std::to_string(i) + "]";
-      if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) {
-        return InvalidArgument(where + ".name: expected a string");
-      }
-      MMS_ASSIGN_OR_RETURN(RequestParams p,
-                           ParseParameters(o.value("parameters", json()), where + ".parameters"));
-      request.requested_outputs.push_back(o["name"].get<std::string>());
-      if (BoolParam(p, "binary_data", false)) parsed.response.binary.push_back(o["name"]);
+  if (auto outputs = Member(doc, "outputs")) {
+    if (!outputs->is_array()) return InvalidArgument("outputs: expected an array");
+    i = 0;
+    for (dom::element o : dom::array(*outputs)) {
+      const std::string where = "outputs[" + std::to_string(i++) + "]";
+      const auto name = o.is_object() ? StringMember(dom::object(o), "name") : std::nullopt;
+      if (!name) return InvalidArgument(where + ".name: expected a string");
+      MMS_ASSIGN_OR_RETURN(RequestParams p, ParseParameters(Member(dom::object(o), "parameters"),
+                                                            where + ".parameters"));
+      request.requested_outputs.emplace_back(*name);
+      if (BoolParam(p, "binary_data", false)) parsed.response.binary.emplace_back(*name);
     }
   }
   parsed.response.id = request.id;
@@ -335,64 +499,64 @@ Result<ParsedInferRequest> ParseRawInferRequest(std::string body,
   return parsed;
 }
 
-json TensorDataToJson(const Tensor& t) {
-  json out = json::array();
-  const auto& d = t.data();
-  const size_t n = t.type() == DataType::kBytes ? 0 : d.size() / std::max<size_t>(1, DataTypeSize(t.type()));
-  switch (t.type()) {
-    case DataType::kBool: for (size_t i = 0; i < n; ++i) out.push_back(Get<uint8_t>(d, i) != 0); break;
-    case DataType::kUint8: for (size_t i = 0; i < n; ++i) out.push_back(Get<uint8_t>(d, i)); break;
-    case DataType::kUint16: for (size_t i = 0; i < n; ++i) out.push_back(Get<uint16_t>(d, i)); break;
-    case DataType::kUint32: for (size_t i = 0; i < n; ++i) out.push_back(Get<uint32_t>(d, i)); break;
-    case DataType::kUint64: for (size_t i = 0; i < n; ++i) out.push_back(Get<uint64_t>(d, i)); break;
-    case DataType::kInt8: for (size_t i = 0; i < n; ++i) out.push_back(Get<int8_t>(d, i)); break;
-    case DataType::kInt16: for (size_t i = 0; i < n; ++i) out.push_back(Get<int16_t>(d, i)); break;
-    case DataType::kInt32: for (size_t i = 0; i < n; ++i) out.push_back(Get<int32_t>(d, i)); break;
-    case DataType::kInt64: for (size_t i = 0; i < n; ++i) out.push_back(Get<int64_t>(d, i)); break;
-    case DataType::kFp16: for (size_t i = 0; i < n; ++i) out.push_back(HalfToFloat(Get<uint16_t>(d, i))); break;
-    case DataType::kBf16: for (size_t i = 0; i < n; ++i) out.push_back(Bf16ToFloat(Get<uint16_t>(d, i))); break;
-    case DataType::kFp32: for (size_t i = 0; i < n; ++i) out.push_back(Get<float>(d, i)); break;
-    case DataType::kFp64: for (size_t i = 0; i < n; ++i) out.push_back(Get<double>(d, i)); break;
-    case DataType::kBytes: for (auto e : t.BytesElements()) out.push_back(std::string(e)); break;
-  }
-  return out;
-}
-
 EncodedResponse EncodeInferResponse(const InferResponse& response, const ResponseContext& ctx) {
-  json doc = {{"model_name", ctx.model_name},
-              {"model_version", std::to_string(response.model_version != 0
-                                                   ? response.model_version
-                                                   : ctx.model_version)},
-              {"outputs", json::array()}};
-  if (!ctx.id.empty()) doc["id"] = ctx.id;
-  if (!response.parameters.empty()) {
-    json params = json::object();
-    for (const auto& [key, value] : response.parameters) {
-      std::visit([&](const auto& v) { params[key] = v; }, value);
-    }
-    doc["parameters"] = std::move(params);
+  EncodedResponse out;
+  std::string& j = out.body;
+  j.reserve(256);
+  j += "{\"model_name\":";
+  AppendString(j, ctx.model_name);
+  j += ",\"model_version\":\"";
+  AppendInteger(j, response.model_version != 0 ? response.model_version : ctx.model_version);
+  j += '"';
+  if (!ctx.id.empty()) {
+    j += ",\"id\":";
+    AppendString(j, ctx.id);
   }
+  if (!response.parameters.empty()) {
+    j += ",\"parameters\":{";
+    bool first = true;
+    for (const auto& [key, value] : response.parameters) {
+      if (!first) j += ',';
+      first = false;
+      AppendString(j, key);
+      j += ':';
+      AppendParam(j, value);
+    }
+    j += '}';
+  }
+  j += ",\"outputs\":[";
   std::string binary;
-  for (const auto& t : response.outputs) {
-    json o = {{"name", t.name()},
-              {"datatype", std::string(DataTypeName(t.type()))},
-              {"shape", t.shape()}};
+  for (size_t i = 0; i < response.outputs.size(); ++i) {
+    const Tensor& t = response.outputs[i];
+    if (i) j += ',';
+    j += "{\"name\":";
+    AppendString(j, t.name());
+    j += ",\"datatype\":\"";
+    j += DataTypeName(t.type());
+    j += "\",\"shape\":[";
+    for (size_t d = 0; d < t.shape().size(); ++d) {
+      if (d) j += ',';
+      AppendInteger(j, t.shape()[d]);
+    }
+    j += ']';
     const bool as_binary = ctx.raw || ctx.all_binary ||
                            std::find(ctx.binary.begin(), ctx.binary.end(), t.name()) !=
                                ctx.binary.end();
     if (as_binary) {
-      o["parameters"] = {{"binary_data_size", t.size_bytes()}};
+      j += ",\"parameters\":{\"binary_data_size\":";
+      AppendInteger(j, t.size_bytes());
+      j += '}';
       binary += t.data();
     } else {
-      o["data"] = TensorDataToJson(t);
+      j += ",\"data\":";
+      AppendData(j, t);
     }
-    doc["outputs"].push_back(std::move(o));
+    j += '}';
   }
-  EncodedResponse out;
-  out.body = doc.dump(-1, ' ', false, json::error_handler_t::replace);
+  j += "]}";
   if (!binary.empty() || ctx.raw || ctx.all_binary || !ctx.binary.empty()) {
-    out.header_length = out.body.size();
-    out.body += binary;
+    out.header_length = j.size();
+    j += binary;
   }
   return out;
 }

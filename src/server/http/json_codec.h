@@ -1,12 +1,11 @@
 // JsonCodec: KServe v2 REST bodies ↔ InferRequest / InferResponse, including the binary tensor
-// extension (Inference-Header-Content-Length). Exceptions from the JSON library stop here and
-// become InvalidArgument statuses that name the field.
+// extension (Inference-Header-Content-Length). This is the hot path of every REST inference, so
+// requests are parsed with simdjson (no tree of allocated nodes) and responses written directly;
+// every malformed field becomes an InvalidArgument status that names it.
 #pragma once
 
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
 #include "common/result.h"
@@ -48,10 +47,8 @@ struct ParsedInferRequest {
 };
 
 // Encodes a response; outputs requested in binary (or all, per `ctx`) follow the JSON header.
+// Tensor data is written flat, row-major; floating-point values in the shortest form that reads
+// back as the same value of the tensor's type (FP32 0.1 as 0.1).
 EncodedResponse EncodeInferResponse(const InferResponse& response, const ResponseContext& ctx);
-
-// The JSON form of a tensor's data (flat, row-major): numbers, bools or strings.
-nlohmann::json TensorDataToJson(const Tensor& tensor);
-
 
 }  // namespace mmserve

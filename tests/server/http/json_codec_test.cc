@@ -1,6 +1,7 @@
 #include "server/http/json_codec.h"
 
 #include <cstring>
+#include <limits>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,6 +20,20 @@ struct TypeCase {
 
 class JsonCodecTypeTest : public ::testing::TestWithParam<TypeCase> {};
 
+// The answer to a request for `t`, as another JSON library reads it.
+json Encoded(const InferResponse& response) {
+  ResponseContext ctx;
+  ctx.model_name = "m";
+  const std::string body = EncodeInferResponse(response, ctx).body;
+  return json::parse(body);
+}
+
+json DataOf(const Tensor& t) {
+  InferResponse response;
+  response.outputs.push_back(t);
+  return Encoded(response)["outputs"][0]["data"];
+}
+
 TEST_P(JsonCodecTypeTest, EveryDatatypeRoundTripsThroughJson) {
   const auto& c = GetParam();
   json body = {{"inputs",
@@ -28,7 +43,7 @@ TEST_P(JsonCodecTypeTest, EveryDatatypeRoundTripsThroughJson) {
   const Tensor& t = parsed->request.inputs[0];
   EXPECT_EQ(DataTypeName(t.type()), c.datatype);
   EXPECT_TRUE(t.Validate().ok());
-  EXPECT_EQ(TensorDataToJson(t), c.data);
+  EXPECT_EQ(DataOf(t), c.data);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -66,7 +81,7 @@ TEST(JsonCodecTest, NestedDataIsFlattenedRowMajor) {
                 {{{"name", "x"}, {"datatype", "INT32"}, {"shape", {2, 2}}, {"data", {{1, 2}, {3, 4}}}}}}};
   auto parsed = ParseInferRequest(body.dump(), std::nullopt);
   ASSERT_TRUE(parsed.ok());
-  EXPECT_EQ(TensorDataToJson(parsed->request.inputs[0]), json({1, 2, 3, 4}));
+  EXPECT_EQ(DataOf(parsed->request.inputs[0]), json({1, 2, 3, 4}));
 }
 
 TEST(JsonCodecTest, ErrorsNameTheField) {
@@ -75,7 +90,7 @@ TEST(JsonCodecTest, ErrorsNameTheField) {
     EXPECT_FALSE(parsed.ok());
     return std::string(parsed.status().message());
   };
-  EXPECT_EQ(error("{\"inputs\": [}"), "request body is not valid JSON");
+  EXPECT_THAT(error("{\"inputs\": [}"), ::testing::StartsWith("request body is not valid JSON: "));
   EXPECT_EQ(error("{}"), "inputs: expected an array of tensors");
   EXPECT_EQ(error(R"({"inputs":[{"name":"x","datatype":"FLOAT","shape":[1],"data":[1]}]})"),
             "inputs[0] ('x').datatype: unknown datatype \"FLOAT\"");
@@ -93,6 +108,53 @@ TEST(JsonCodecTest, ErrorsNameTheField) {
             "inputs[0] ('x').shape: expected non-negative integers, found -1");
   EXPECT_EQ(error(R"({"inputs":[{"datatype":"INT32","shape":[1],"data":[1]}]})"),
             "inputs[0].name: expected a string");
+}
+
+TEST(JsonCodecTest, FloatsAreWrittenInTheShortestFormOfTheirOwnType) {
+  const float fp32[] = {0.1f, 3.0f, -1e-30f, std::numeric_limits<float>::quiet_NaN()};
+  InferResponse response;
+  response.outputs.emplace_back("y", DataType::kFp32, Shape{4},
+                                std::string(reinterpret_cast<const char*>(fp32), sizeof fp32));
+  ResponseContext ctx;
+  ctx.model_name = "m";
+  const std::string body = EncodeInferResponse(response, ctx).body;
+  // 0.1 as FP32, not its double widening 0.10000000149011612; a whole number stays a float;
+  // NaN, which JSON cannot carry, is null.
+  EXPECT_THAT(body, HasSubstr("\"data\":[0.1,3.0,-1e-30,null]")) << body;
+}
+
+TEST(JsonCodecTest, TheResponseEscapesNamesAndCarriesParameters) {
+  InferResponse response;
+  response.outputs.emplace_back("a \"quoted\"\nname", DataType::kInt32, Shape{1},
+                                std::string(4, '\0'));
+  response.parameters = {{"done", true}, {"tokens", int64_t{7}}, {"score", 0.5},
+                         {"reason", std::string("stop")}};
+  const json doc = Encoded(response);
+  EXPECT_EQ(doc["model_name"], "m");
+  EXPECT_EQ(doc["model_version"], "1");
+  EXPECT_EQ(doc["outputs"][0]["name"], "a \"quoted\"\nname");
+  EXPECT_EQ(doc["outputs"][0]["shape"], json({1}));
+  EXPECT_EQ(doc["parameters"],
+            json({{"done", true}, {"tokens", 7}, {"score", 0.5}, {"reason", "stop"}}));
+}
+
+TEST(JsonCodecTest, ParametersOfEveryKindAreRead) {
+  auto parsed = ParseInferRequest(
+      R"({"id":"r1","parameters":{"a":true,"b":-3,"c":2.5,"d":"x"},)"
+      R"("inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1]}]})",
+      std::nullopt);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const RequestParams& p = parsed->request.parameters;
+  EXPECT_EQ(std::get<bool>(p.at("a")), true);
+  EXPECT_EQ(std::get<int64_t>(p.at("b")), -3);
+  EXPECT_EQ(std::get<double>(p.at("c")), 2.5);
+  EXPECT_EQ(std::get<std::string>(p.at("d")), "x");
+  EXPECT_EQ(parsed->response.id, "r1");
+  auto nested = ParseInferRequest(
+      R"({"parameters":{"a":[1]},"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1]}]})",
+      std::nullopt);
+  EXPECT_EQ(std::string(nested.status().message()),
+            "parameters.a: expected a string, number or bool, found [1]");
 }
 
 TEST(JsonCodecTest, BinaryTensorsFollowTheJsonHeader) {

@@ -26,7 +26,9 @@ using tcp = net::ip::tcp;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, const std::string& body) : stream_(std::move(socket)), body_(body) {}
+  Session(tcp::socket socket, const std::string& body) : stream_(std::move(socket)), body_(body) {
+    buffer_.reserve(16 * 1024);  // as mmserve's frontend: a 1 KB request in one read
+  }
   void Start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
   }

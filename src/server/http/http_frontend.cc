@@ -22,7 +22,10 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 
+// A connection must deliver its next request whole within this long, or it is closed.
 constexpr auto kIdleTimeout = std::chrono::seconds(60);
+// Read in pieces this large: a typical request in one recvmsg rather than 512-byte bites.
+constexpr size_t kReadBufferBytes = 16 * 1024;
 // After refusing a request (413, malformed), read and discard at most this much of what the
 // client is still sending before closing, so that it can read the refusal instead of a reset.
 constexpr size_t kMaxDrainBytes = 256u << 20;
@@ -86,8 +89,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // `refuse`: the server has too many connections; this one answers its first request 503.
   Connection(tcp::socket socket, Shared& shared, bool refuse)
-      : stream_(std::move(socket)), shared_(shared), refuse_(refuse) {
+      : stream_(std::move(socket)),
+        idle_timer_(stream_.get_executor()),
+        shared_(shared),
+        refuse_(refuse) {
     ++shared_.connections;
+    buffer_.reserve(kReadBufferBytes);
   }
   ~Connection() { --shared_.connections; }
 
@@ -99,14 +106,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Read() {
     parser_.emplace();
     parser_->body_limit(shared_.max_body_bytes);
-    stream_.expires_after(kIdleTimeout);
+    awaiting_request_ = true;
+    idle_deadline_ = std::chrono::steady_clock::now() + kIdleTimeout;
+    ArmIdleTimer();
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) {
                        self->OnRead(ec);
                      });
   }
 
+  // The idle timeout, kept lazily: a request moves idle_deadline_ without touching the timer
+  // (Beast's per-operation timeouts would arm and cancel a timer on every read, and each
+  // cancellation wakes another I/O thread); when the timer fires early it re-arms for the
+  // deadline now due.
+  void ArmIdleTimer() {
+    if (idle_timer_armed_) return;
+    idle_timer_armed_ = true;
+    idle_timer_.expires_at(idle_deadline_);
+    idle_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      self->idle_timer_armed_ = false;
+      if (ec || !self->awaiting_request_) return;  // cancelled, or busy with a request
+      if (std::chrono::steady_clock::now() >= self->idle_deadline_) return self->Close();
+      self->ArmIdleTimer();
+    });
+  }
+
   void OnRead(beast::error_code ec) {
+    awaiting_request_ = false;
     if (ec == http::error::end_of_stream || ec == net::error::operation_aborted ||
         ec == beast::error::timeout || ec == net::error::connection_reset) {
       return Close();
@@ -145,7 +171,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
         parser_->get().find(http::field::access_control_request_method) != parser_->get().end()) {
       return Preflight();
     }
-    stream_.expires_never();  // a request may wait on its model for as long as its deadline
     auto self = shared_from_this();
     const uint64_t request = ++requests_;
     shared_.router.Handle(
@@ -155,15 +180,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
                         [self, res = std::move(res)]() mutable { self->Write(std::move(res)); });
         },
         HttpConnection{
-            .post =
+            .dispatch =
                 [self](std::function<void()> task) {
-                  net::post(self->stream_.get_executor(), std::move(task));
+                  net::dispatch(self->stream_.get_executor(), std::move(task));
                 },
             .open_stream = [self]() -> std::shared_ptr<HttpStream> {
               return std::make_shared<Stream>(self);
             },
             .client_gone = [self] { return self->broken_.load(); }});
-    WatchForHangUp(request);
+    // An answer already on its way (an inline execution) has no client to watch for.
+    if (responded_ != request) WatchForHangUp(request);
   }
 
   // A CORS preflight: 204 with what an allowed origin may send, else 403.
@@ -330,12 +356,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void Close() {
+    awaiting_request_ = false;
+    idle_timer_.cancel();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
   }
 
   beast::tcp_stream stream_;
+  net::steady_timer idle_timer_;  // strand only, like the members below
+  std::chrono::steady_clock::time_point idle_deadline_;
+  bool idle_timer_armed_ = false;
+  bool awaiting_request_ = false;  // reading the next request (the idle timeout applies)
   Shared& shared_;  // not owned; outlives every connection (the I/O threads are joined first)
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;

@@ -1,5 +1,5 @@
 // HttpRouter: the KServe v2 REST routes. Handle() runs on an I/O thread and calls `reply` once,
-// at once or later (through `post`, back on the connection's strand).
+// at once or later (through `dispatch`, on the connection's strand).
 #pragma once
 
 #include <functional>
@@ -18,12 +18,13 @@ using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>
 using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
 using HttpReply = std::function<void(HttpResponse)>;
 // Runs a closure on the connection's I/O strand: responses are encoded there, never on a
-// model's worker thread.
-using HttpPost = std::function<void(std::function<void()>)>;
+// model's worker thread. At once when the caller is on the strand already (an inline
+// execution answers within the read handler: no second thread is woken), else queued to it.
+using HttpDispatch = std::function<void(std::function<void()>)>;
 
 // A chunked response written piece by piece (server-sent events). Start() sends the headers,
 // Send() one chunk, End() the last chunk; they must run on the connection's strand (through
-// HttpPost), in that order. broken() turns true, on any thread, once the client has gone away.
+// HttpDispatch), in that order. broken() turns true, on any thread, once the client has gone away.
 class HttpStream {
  public:
   virtual ~HttpStream() = default;
@@ -36,7 +37,7 @@ using HttpOpenStream = std::function<std::shared_ptr<HttpStream>()>;
 
 // What a handler may know about its connection while the answer is pending. Any thread.
 struct HttpConnection {
-  HttpPost post;
+  HttpDispatch dispatch;
   HttpOpenStream open_stream;
   std::function<bool()> client_gone;  // true once the client closed the connection
 };
@@ -87,7 +88,7 @@ class HttpRouter {
   // With the request parameter "stream": true — each partial output (a generated token's text)
   // is an SSE event `data: <infer response JSON>`; the last event is the complete response.
   void StreamInfer(std::unique_ptr<InferRequest> infer, ResponseContext ctx, unsigned version,
-                   bool keep_alive, HttpPost post, std::shared_ptr<HttpStream> stream);
+                   bool keep_alive, HttpDispatch dispatch, std::shared_ptr<HttpStream> stream);
 
   InferenceService& service_;  // not owned
   Options options_;

@@ -222,8 +222,8 @@ void SubmitRequest(InferenceService& service, std::unique_ptr<InferRequest> r,
   if (!r->on_partial) {
     r->on_partial = [gone = c.client_gone](const InferResponse&) { return !gone(); };
   }
-  r->done = [post = c.post, f = std::move(on_strand)](Result<InferResponse> result) {
-    post([f, result = std::move(result)]() mutable { f(std::move(result)); });
+  r->done = [dispatch = c.dispatch, f = std::move(on_strand)](Result<InferResponse> result) {
+    dispatch([f, result = std::move(result)]() mutable { f(std::move(result)); });
   };
   service.Submit(std::move(r));
 }
@@ -468,9 +468,9 @@ struct GenerationStream {
 
 void StreamGeneration(InferenceService& service, std::unique_ptr<InferRequest> r,
                       std::shared_ptr<GenerationStream> state, const HttpConnection& c) {
-  r->on_partial = [state, post = c.post](const InferResponse& partial) {
+  r->on_partial = [state, dispatch = c.dispatch](const InferResponse& partial) {
     if (state->stream->broken()) return false;  // the client went away: stop generating
-    post([state, piece = FirstText(partial)] { state->Piece(piece); });
+    dispatch([state, piece = FirstText(partial)] { state->Piece(piece); });
     return true;
   };
   SubmitRequest(service, std::move(r), c,

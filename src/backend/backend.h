@@ -136,6 +136,10 @@ class Session {
   virtual std::vector<int> batch_tiers() const { return {}; }
   // Engine counters for stats and tests (e.g. decodes, sequences). Any thread.
   virtual std::map<std::string, int64_t> counters() const { return {}; }
+  // True when one instance may run Execute() on several threads at once and an execution never
+  // blocks (no device wait, no sleep): the scheduler may then run requests on the threads that
+  // submit them (`execution: inline`). Any thread.
+  virtual bool executes_inline() const { return false; }
 };
 
 class Backend {
@@ -153,6 +157,8 @@ class Backend {
   virtual Result<MemoryEstimate> Estimate(const ModelConfig& model) const = 0;
   // REQUIRES: Validate() reported nothing, and the caller holds a lease on runtime().
   virtual Result<std::unique_ptr<Session>> Load(const ModelConfig& model) = 0;
+  // Whether the sessions Load() makes of `model` will be Session::executes_inline().
+  virtual bool ExecutesInline(const ModelConfig& model) const { return false; }
 };
 
 }  // namespace mmserve

@@ -58,4 +58,9 @@ void BackendRegistry::ValidateModel(const ModelConfig& model, ConfigErrors& erro
   // A backend this build lacks: its params cannot be checked here; loading it reports why.
 }
 
+bool BackendRegistry::ExecutesInline(const ModelConfig& model) const {
+  auto it = backends_.find(model.backend);
+  return it != backends_.end() && it->second->ExecutesInline(model);
+}
+
 }  // namespace mmserve

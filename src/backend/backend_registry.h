@@ -29,6 +29,7 @@ class BackendRegistry final : public BackendCatalog {
   bool NeedsPath(const std::string& backend) const override;
   std::optional<int> DeviceCount(const std::string& backend) const override;
   void ValidateModel(const ModelConfig& model, ConfigErrors& errors) const override;
+  bool ExecutesInline(const ModelConfig& model) const override;
 
  private:
   std::map<std::string, std::unique_ptr<Backend>> backends_;

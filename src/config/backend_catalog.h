@@ -26,6 +26,8 @@ class BackendCatalog {
   virtual std::optional<int> DeviceCount(const std::string& backend) const = 0;
   // Checks `model.params` (and any backend rule on other fields); adds each problem to `errors`.
   virtual void ValidateModel(const ModelConfig& model, ConfigErrors& errors) const = 0;
+  // Whether `model` may run with `execution: inline`: its executions never block.
+  virtual bool ExecutesInline(const ModelConfig& model) const { return false; }
 };
 
 }  // namespace mmserve

@@ -364,6 +364,8 @@ class Parser {
       m.cpu_affinity.push_back(static_cast<int>(core));
     }
     m.nice = static_cast<int>(r.Int("nice", m.nice, 0, 19));
+    m.execute_inline = r.String("execution", "worker", {"worker", "inline"}) == "inline";
+    if (m.execute_inline) CheckInlineRules(r, m);
     if (auto params = r.Map("params")) m.params = *params;
     ReadRouting(r, m, versions);
     r.Finish();
@@ -685,6 +687,18 @@ class Parser {
   }
 
   // The rules every version shares; each version's file and params are checked on their own.
+  // `execution: inline` runs each request alone on the thread that received it: nothing to
+  // batch, and no worker threads to size, pin or renice.
+  void CheckInlineRules(ParamReader& r, const ModelConfig& m) {
+    const std::string why = " with execution: inline (requests run on the server's threads)";
+    if (m.max_batch != 1) r.Error("max_batch", "1" + why, std::to_string(m.max_batch));
+    if (r.Has("thread_num")) r.Error("thread_num", "no thread_num" + why, std::to_string(m.thread_num));
+    if (!m.cpu_affinity.empty()) {
+      r.Error("cpu_affinity", "no pinning" + why, "[" + JoinInts(m.cpu_affinity) + "]");
+    }
+    if (m.nice != 0) r.Error("nice", "no nice value" + why, std::to_string(m.nice));
+  }
+
   void CheckModelRules(ParamReader& r, ModelConfig& m) {
     if (m.max_batch < m.batch_size) {
       r.Error("max_batch", "at least batch_size (" + std::to_string(m.batch_size) + ")",
@@ -709,6 +723,13 @@ class Parser {
     } else if (std::find(tasks.begin(), tasks.end(), m.task) == tasks.end()) {
       r.Error("task", "one of " + Join(tasks, ", ") + " for backend " + m.backend,
               "\"" + m.task + "\"");
+    }
+    if (m.execute_inline && !catalog_.ExecutesInline(m)) {
+      r.Error("execution",
+              "worker for backend " + m.backend +
+                  " (inline needs executions that never block: the identity backend without "
+                  "latency or hang injection)",
+              "\"inline\"");
     }
     if (auto count = catalog_.DeviceCount(m.backend); count && m.device_id >= *count) {
       r.Error("device_id",

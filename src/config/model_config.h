@@ -89,6 +89,9 @@ struct ModelConfig {
   std::chrono::milliseconds watchdog_margin{1'000};
   std::vector<int> cpu_affinity;  // cores for this model's workers; empty = no pinning
   int nice = 0;                   // nice value of this model's workers (and engine threads)
+  // `execution: inline`: each request runs on the server thread that received it, with no
+  // worker or queue (only backends whose executions never block; scheduler/model_scheduler.h).
+  bool execute_inline = false;
   Params params;
   SourceLocation where;           // the position of this model's entry in the file
 };

@@ -129,8 +129,16 @@ std::array<LevelPolicy, kMaxPriorityLevel + 1> ModelScheduler::Levels(
   return levels;
 }
 
+namespace {
+// Inline mode has no workers.
+ModelScheduler::Options WithoutWorkersIfInline(ModelScheduler::Options o) {
+  if (o.execute_inline) o.thread_num = 0;
+  return o;
+}
+}  // namespace
+
 ModelScheduler::ModelScheduler(Options options, Session& session)
-    : options_(std::move(options)),
+    : options_(WithoutWorkersIfInline(std::move(options))),
       session_(session),
       breaker_(options_.model, options_.breaker),
       running_(static_cast<size_t>(options_.thread_num)),
@@ -143,6 +151,17 @@ ModelScheduler::ModelScheduler(Options options, Session& session)
 Result<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(Options options,
                                                               Session& session) {
   std::unique_ptr<ModelScheduler> s(new ModelScheduler(std::move(options), session));
+  if (s->options_.execute_inline) {
+    if (!session.executes_inline() || s->options_.max_batch != 1) {
+      return FailedPrecondition("model '" + s->options_.model +
+                                "' cannot execute inline: its backend runs it on workers only, "
+                                "or it batches");
+    }
+    auto instance = session.CreateInstance(0);
+    if (!instance.ok()) return instance.status().WithContext("creating the inline instance");
+    s->inline_instance_ = std::move(*instance);
+    return s;
+  }
   for (int i = 0; i < s->options_.thread_num; ++i) {
     s->workers_.emplace_back([p = s.get(), i](std::stop_token stop) { p->WorkerLoop(stop, i); });
   }
@@ -202,6 +221,10 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
     auto& queue = queues_[static_cast<size_t>(p->level)];
     if (!accepting_) {
       rejected = Unavailable("model '" + options_.model + "' is shutting down");
+    } else if (options_.execute_inline) {
+      p->ledger.seq = next_seq_++;
+      ++executing_;
+      if (options_.gate) options_.gate->Enter(options_.default_priority);
     } else if (static_cast<int64_t>(queue.size()) >= policy.max_size) {
       rejected = ResourceExhausted("model '" + options_.model + "' queue for priority level " +
                                    std::to_string(p->level) + " is full (" +
@@ -224,8 +247,36 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
     if (p->done) p->done(rejected);
     return rejected;
   }
+  if (options_.execute_inline) {
+    ExecuteInline(std::move(p));
+    return Status::Ok();
+  }
   cv_.notify_one();
   return Status::Ok();
+}
+
+void ModelScheduler::ExecuteInline(std::unique_ptr<Pending> p) {
+  Status dead = DeadOutcome(*p, Clock::now());
+  Result<InferResponse> result = dead.ok() ? Internal("not executed") : dead;
+  if (dead.ok()) {
+    const auto start = Clock::now();
+    p->ledger.started = start;
+    std::vector<BatchItem> items{{p->request.get()}};
+    Execution execution{.items = BatchView(items), .tier = 1};
+    Status status = inline_instance_->Execute(execution);
+    result = status.ok() ? std::move(items[0].result) : Result<InferResponse>(status);
+    std::lock_guard stats_lock(stats_mu_);
+    ++stats_.execution_count;
+    ++stats_.inference_count;
+    BatchStats& b = stats_.batches[1];
+    ++b.executions;
+    b.compute_ns += Nanos(Clock::now() - start);
+  }
+  {
+    std::lock_guard lock(mu_);
+    --executing_;
+  }
+  Finish(p->ledger, std::move(p->done), std::move(result));
 }
 
 void ModelScheduler::StopAccepting() {

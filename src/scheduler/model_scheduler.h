@@ -23,9 +23,15 @@
 // execution in progress pauses at the engine's yield points (at most until its latest
 // deadline; paused time does not count toward a hang).
 //
+// Inline execution (`execute_inline`): for a session whose executions never block and whose
+// instance any thread may run (Session::executes_inline), Enqueue() runs the request at once on
+// the calling thread — no queue, no worker, no thread crossing (TF Serving's way without a
+// batcher). The breaker, deadlines, cancellation, ordering and statistics still apply; there
+// is nothing to batch, prioritize, pin or watch for hangs.
+//
 // Threads: `thread_num` workers and one watchdog, started by Create() and joined by the
-// destructor. Enqueue() is thread-safe and never blocks on a device. A worker is the only
-// thread that touches its instance (except Instance::Abort()).
+// destructor (neither in inline mode). Enqueue() is thread-safe and never blocks on a device.
+// A worker is the only thread that touches its instance (except Instance::Abort()).
 #pragma once
 
 #include <sys/types.h>
@@ -106,6 +112,9 @@ class ModelScheduler {
     // The device's gate, where default_priority is this model's level; not owned, outlives the
     // scheduler. Null: never gives way.
     PriorityGate* gate = nullptr;
+    // Run each request on the thread that enqueues it (see above). REQUIRES: the session
+    // executes_inline(), max_batch 1.
+    bool execute_inline = false;
   };
 
   // Every level with `max_size` and `timeout`, except those `queue` overrides.
@@ -120,7 +129,8 @@ class ModelScheduler {
 
   // Always takes ownership of `request`, and bounds its deadline by its level's timeout. If
   // the breaker is open, the level's queue is full or the scheduler is stopping, completes the
-  // request with Unavailable / ResourceExhausted and returns that status too.
+  // request with Unavailable / ResourceExhausted and returns that status too. In inline mode
+  // the request has been executed and answered when it returns.
   Status Enqueue(std::unique_ptr<InferRequest> request);
 
   // Stops accepting; workers still finish what is queued. Returns at once.
@@ -153,6 +163,8 @@ class ModelScheduler {
   void Finish(const Ledger& ledger, InferCallback done, Result<InferResponse> result);
   void Deliver(uint64_t seq, InferCallback done, Result<InferResponse> result);
   void OnContinuousDone(int worker, Pending* p, Result<InferResponse> result);
+  // Inline mode: executes `p` (admitted, counted executing) on this thread and finishes it.
+  void ExecuteInline(std::unique_ptr<Pending> p);
   std::unique_ptr<Instance> Restart(int index, std::unique_ptr<Instance> instance);
   // Waits until `has_work` (REQUIRES: `lock` holds mu_), parking `instance` once it has waited
   // kParkAfter; false when stopped.
@@ -181,6 +193,7 @@ class ModelScheduler {
   Status instance_error_;    // guarded by mu_
   std::vector<Running> running_;  // guarded by mu_; one per worker
   std::vector<std::unique_ptr<Yielder>> yielders_;  // one per worker, set before it starts
+  std::unique_ptr<Instance> inline_instance_;  // inline mode: run by every calling thread
   // Requests admitted into a continuous instance, per worker. Guarded by mu_.
   std::vector<std::map<Pending*, std::unique_ptr<Pending>>> active_;
 

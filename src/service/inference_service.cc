@@ -454,7 +454,8 @@ void InferenceService::Load(Entry& entry) {
        .watchdog_margin = m.watchdog_margin,
        .cpu_affinity = m.cpu_affinity,
        .nice = m.nice,
-       .gate = gates_.at(entry.domain).get()},
+       .gate = gates_.at(entry.domain).get(),
+       .execute_inline = m.execute_inline},
       *loaded->session);
   if (!scheduler.ok()) return fail(scheduler.status());
   loaded->scheduler = std::move(*scheduler);

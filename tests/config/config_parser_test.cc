@@ -100,7 +100,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BrokenCase{"UnknownKeyWithSuggestion", "timeout_ms: 200", "timeout: 200",
                    "14:5: models[0].timeout: expected one of backend, batch_size, batch_tiers, "
-                   "breaker, canary, cpu_affinity, device_id, dynamic_batch, keep_alive, labels, "
+                   "breaker, canary, cpu_affinity, device_id, dynamic_batch, execution, keep_alive, labels, "
                    "load, max_batch, max_queue_delay_ms, model_file, name, nice, params, path, "
                    "pinned, postprocess, preprocess, "
                    "preserve_ordering, priority, queue, task, thread_num, timeout_ms, version, version_policy, "
@@ -218,6 +218,40 @@ TEST_F(ConfigParserTest, BackendParamsAreValidatedWithPositions) {
                              "BOOL, UINT8"));
   EXPECT_THAT(msg, HasSubstr(":8:7: models[0].params.fail_evry_n: expected one of"));
   EXPECT_THAT(msg, HasSubstr("did you mean 'fail_every_n'?"));
+}
+
+TEST_F(ConfigParserTest, InlineExecutionIsForModelsThatNeverBlock) {
+  auto config = Parse(R"(
+models:
+  - name: echo
+    backend: identity
+    execution: inline
+)");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_TRUE(config->models[0].execute_inline);
+
+  config = Parse(R"(
+models:
+  - name: echo
+    backend: identity
+    execution: inline
+    max_batch: 4
+    thread_num: 2
+    cpu_affinity: [0]
+    params: {latency_ms: 5}
+  - name: other
+    backend: identity
+    execution: fast
+)");
+  ASSERT_FALSE(config.ok());
+  const std::string msg(config.status().message());
+  EXPECT_THAT(msg, HasSubstr("models[0].max_batch: expected 1 with execution: inline"));
+  EXPECT_THAT(msg, HasSubstr("models[0].thread_num: expected no thread_num with execution: "
+                             "inline"));
+  EXPECT_THAT(msg, HasSubstr("models[0].cpu_affinity: expected no pinning"));
+  EXPECT_THAT(msg, HasSubstr("models[0].execution: expected worker for backend identity (inline "
+                             "needs executions that never block"));
+  EXPECT_THAT(msg, HasSubstr("models[1].execution: expected one of worker, inline"));
 }
 
 TEST_F(ConfigParserTest, RejectsAPathThatIsNotAFile) {

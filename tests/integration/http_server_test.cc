@@ -25,7 +25,8 @@ const std::vector<std::string> kTypes = {"BOOL",  "UINT8", "UINT16", "UINT32", "
                                          "INT8",  "INT16", "INT32",  "INT64",  "FP16",
                                          "BF16",  "FP32",  "FP64",   "BYTES"};
 
-// `echo` has one optional input per datatype (IN_<TYPE> → OUT_<TYPE>); `slow` takes 300 ms.
+// `echo` has one optional input per datatype (IN_<TYPE> → OUT_<TYPE>); `slow` takes 300 ms;
+// `inline_echo` runs on the server's I/O threads.
 std::string Config() {
   std::string yaml = R"(global:
   max_request_mb: 1
@@ -46,6 +47,10 @@ models:
     params:
       latency_ms: 300
       tensors: [{input: INPUT0, output: OUTPUT0, datatype: INT32, shape: [-1]}]
+  - name: inline_echo
+    backend: identity
+    execution: inline
+    params: {tensors: [{input: X, output: Y, datatype: INT32}]}
 )";
   return yaml;
 }
@@ -204,7 +209,8 @@ TEST_F(HttpServerTest, BadRequestsAre400WithAMessageNamingTheField) {
     EXPECT_EQ(res.status, 400) << res.body;
     return json::parse(res.body)["error"].get<std::string>();
   };
-  EXPECT_EQ(error("{\"inputs\": [{\"name\": "), "request body is not valid JSON");
+  EXPECT_THAT(error("{\"inputs\": [{\"name\": "),
+              ::testing::StartsWith("request body is not valid JSON: "));
   EXPECT_EQ(error(R"({"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1],"data":[1]}]})"),
             "model 'slow': input 'INPUT0': expected datatype INT32, found FP32");
   EXPECT_EQ(error(R"({"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,1],"data":[1]}]})"),
@@ -249,6 +255,35 @@ TEST_F(HttpServerTest, ConcurrentClientsAreServedOnKeepAliveConnections) {
     }));
   }
   for (auto& r : results) EXPECT_EQ(r.get(), 20);
+}
+
+TEST_F(HttpServerTest, AnInlineModelServesConcurrentClientsWithoutWorkers) {
+  std::vector<std::future<int>> results;
+  for (int c = 0; c < 8; ++c) {
+    results.push_back(std::async(std::launch::async, [port = server_->port(), c] {
+      HttpClient client(port);
+      int ok = 0;
+      for (int i = 0; i < 20; ++i) {
+        json req = {{"inputs", {{{"name", "X"}, {"datatype", "INT32"}, {"shape", {2}},
+                                 {"data", {c, i}}}}}};
+        auto res = client.Post("/v2/models/inline_echo/infer", req.dump());
+        if (res.status == 200 && json::parse(res.body)["outputs"][0]["data"] == json({c, i})) {
+          ++ok;
+        }
+      }
+      return ok;
+    }));
+  }
+  for (auto& r : results) EXPECT_EQ(r.get(), 20);
+  auto bad = client_->Post("/v2/models/inline_echo/infer",
+                           R"({"inputs":[{"name":"X","datatype":"INT32","shape":[1],"data":["a"]}]})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(json::parse(bad.body)["error"], "inputs[0] ('X').data[0]: \"a\" is not a valid INT32");
+  const json stats = json::parse(client_->Get("/v2/models/inline_echo/stats").body);
+  const json& model = stats["model_stats"][0];
+  EXPECT_EQ(model["inference_count"], 160);
+  EXPECT_EQ(model["mmserve"]["execution"], "inline");
+  EXPECT_TRUE(model["mmserve"]["workers"].empty());
 }
 
 TEST_F(HttpServerTest, ASecondServerOnTheSameDeviceIsRefused) {

@@ -22,6 +22,7 @@ class FakeSession final : public Session {
   const ModelSignature& signature() const override { return signature_; }
   int64_t resident_bytes() const override { return 0; }
   Result<std::unique_ptr<Instance>> CreateInstance(int index) override;
+  bool executes_inline() const override { return inline_ok; }
 
   void Hold() {
     std::lock_guard lock(mu);
@@ -44,7 +45,9 @@ class FakeSession final : public Session {
   std::vector<int> tiers;                  // guarded by mu
   std::vector<std::string> executed_ids;   // guarded by mu
   int instances = 0;                       // guarded by mu
+  std::vector<std::thread::id> threads;    // guarded by mu: who ran each execution
   bool fail_instances = false;
+  bool inline_ok = false;
 
  private:
   ModelSignature signature_;
@@ -57,6 +60,7 @@ class FakeInstance final : public Instance {
     std::unique_lock lock(s_.mu);
     s_.cv.wait(lock, [&] { return s_.released; });
     s_.batch_sizes.push_back(execution.items.size());
+    s_.threads.push_back(std::this_thread::get_id());
     s_.tiers.push_back(execution.tier);
     bool fail = false, hang = false, slow = false, yielding = false;
     for (auto& item : execution.items) {
@@ -411,6 +415,77 @@ TEST(ModelSchedulerTest, FailsToStartWhenAnInstanceCannotBeCreated) {
   auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_FALSE(scheduler.ok());
   EXPECT_EQ(scheduler.status().message(), "creating instance 1: no context");
+}
+
+ModelScheduler::Options InlineOpts() {
+  ModelScheduler::Options o = Opts();
+  o.execute_inline = true;
+  o.breaker.failures = 2;
+  return o;
+}
+
+TEST(ModelSchedulerTest, InlineExecutionRunsOnTheCallersThreadBeforeEnqueueReturns) {
+  FakeSession session;
+  session.inline_ok = true;
+  Outcome outcome;
+  auto scheduler = ModelScheduler::Create(InlineOpts(), session);
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status().ToString();
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(outcome, "a")).ok());
+  ASSERT_EQ(outcome.future.wait_for(0s), std::future_status::ready);
+  EXPECT_TRUE(outcome.future.get().ok());
+  {
+    std::lock_guard lock(session.mu);
+    EXPECT_THAT(session.threads, ElementsAre(std::this_thread::get_id()));
+  }
+  const SchedulerStats stats = (*scheduler)->stats();
+  EXPECT_EQ(stats.success, 1);
+  EXPECT_EQ(stats.execution_count, 1);
+  EXPECT_EQ(stats.batches.at(1).executions, 1);
+  EXPECT_TRUE(stats.workers.empty());
+}
+
+TEST(ModelSchedulerTest, InlineExecutionsOfManyThreadsRunAtOnce) {
+  FakeSession session;
+  session.inline_ok = true;
+  auto scheduler = ModelScheduler::Create(InlineOpts(), session);
+  ASSERT_TRUE(scheduler.ok());
+  session.Hold();
+  std::vector<Outcome> outcomes(2);
+  std::vector<std::jthread> callers;
+  for (auto& o : outcomes) {
+    callers.emplace_back([&] { (void)(*scheduler)->Enqueue(Request(o)); });
+  }
+  while ((*scheduler)->executing() < 2) std::this_thread::sleep_for(1ms);
+  session.Release();
+  for (auto& o : outcomes) EXPECT_TRUE(o.future.get().ok());
+}
+
+TEST(ModelSchedulerTest, InlineExecutionKeepsDeadlinesAndTheBreaker) {
+  FakeSession session;
+  session.inline_ok = true;
+  auto scheduler = ModelScheduler::Create(InlineOpts(), session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome late;
+  (void)(*scheduler)->Enqueue(Request(late, "late", Clock::now() - 1ms));
+  EXPECT_EQ(late.future.get().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(session.Executed().empty());  // expired on arrival: never executed
+
+  std::vector<Outcome> failed(2);
+  for (auto& o : failed) {
+    (void)(*scheduler)->Enqueue(Request(o, "fail"));
+    EXPECT_EQ(o.future.get().code(), StatusCode::kInternal);
+  }
+  Outcome refused;
+  EXPECT_EQ((*scheduler)->Enqueue(Request(refused, "a")).code(), StatusCode::kUnavailable);
+  EXPECT_EQ((*scheduler)->breaker_state(), CircuitBreaker::State::kOpen);
+  EXPECT_THAT(session.Executed(), ElementsAre("fail", "fail"));
+}
+
+TEST(ModelSchedulerTest, InlineExecutionNeedsASessionThatAllowsIt) {
+  FakeSession session;  // inline_ok false: its executions may block
+  auto scheduler = ModelScheduler::Create(InlineOpts(), session);
+  ASSERT_FALSE(scheduler.ok());
+  EXPECT_EQ(scheduler.status().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST(ModelSchedulerTest, StopAcceptingRejectsNewRequestsButFinishesQueuedOnes) {

@@ -84,6 +84,11 @@ IdentityOptions ReadOptions(const ModelConfig& model, ConfigErrors& errors) {
   return o;
 }
 
+// An execution that never sleeps: no injected latency, no hang.
+bool NeverBlocks(const IdentityOptions& o) {
+  return o.latency.count() == 0 && o.latency_per_item.count() == 0 && o.hang_on.empty();
+}
+
 class IdentitySession;
 
 class IdentityInstance final : public Instance {
@@ -118,6 +123,7 @@ class IdentitySession final : public Session {
     return std::unique_ptr<Instance>(std::make_unique<IdentityInstance>(*this));
   }
   void Interrupt() override { Wake(&interrupted_); }
+  bool executes_inline() const override { return NeverBlocks(options_); }
   std::map<std::string, int64_t> counters() const override {
     return {{"executions", static_cast<int64_t>(calls_.load())},
             {"items", items_.load()},
@@ -227,6 +233,11 @@ Result<MemoryEstimate> IdentityBackend::Estimate(const ModelConfig& model) const
   const IdentityOptions o = ReadOptions(model, errors);
   MMS_RETURN_IF_ERROR(errors.ToStatus());
   return MemoryEstimate{.bytes = o.memory_bytes, .source = "identity params.memory_mb"};
+}
+
+bool IdentityBackend::ExecutesInline(const ModelConfig& model) const {
+  ConfigErrors errors;
+  return NeverBlocks(ReadOptions(model, errors));
 }
 
 Result<std::unique_ptr<Session>> IdentityBackend::Load(const ModelConfig& model) {

@@ -64,7 +64,8 @@ json ModelStats(const ModelInfo& info) {
                           {"estimate_source", info.estimate.source},
                           {"measured_bytes", info.measured_bytes},
                           {"resident_bytes", info.resident_bytes}}},
-              {"counters", info.counters}};
+              {"counters", info.counters},
+              {"execution", info.config.execute_inline ? "inline" : "worker"}};
   if (!info.reason.empty() && info.state != ModelState::kReady) mms["reason"] = info.reason;
   if (const auto& st = info.stats) {
     const int64_t executed = st->success + st->failure;
@@ -99,7 +100,7 @@ json ModelStats(const ModelInfo& info) {
                       {"times_opened", st->breaker_opened}};
     mms["watchdog_reports"] = st->watchdog_reports;
     mms["priority_yields"] = {{"count", st->yields}, {"us", st->yield_ns / 1000}};
-    mms["workers"] = workers;
+    mms["workers"] = workers;  // none when requests execute inline
   }
   out["mmserve"] = mms;
   return out;
@@ -325,7 +326,7 @@ void HttpRouter::HandleModel(const HttpRequest& request, const ModelRef& ref,
 void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply reply,
                              HttpConnection connection) {
   const std::string& name = ref.name;
-  HttpPost post = connection.post;
+  HttpDispatch dispatch = connection.dispatch;
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
   std::optional<size_t> header_length;
@@ -382,7 +383,7 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
           ErrorResponse(InvalidArgument("parameters.stream: expected true or false"), v, ka));
     }
     if (*on) {
-      return StreamInfer(std::move(infer), std::move(ctx), v, ka, std::move(post),
+      return StreamInfer(std::move(infer), std::move(ctx), v, ka, std::move(dispatch),
                          connection.open_stream());
     }
   }
@@ -406,9 +407,9 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
   // a request still queued when the client leaves is dropped without being executed.
   infer->on_partial = [gone = connection.client_gone](const InferResponse&) { return !gone(); };
   infer->cancelled = connection.client_gone;
-  infer->done = [post = std::move(post), respond = std::move(respond)](
+  infer->done = [dispatch = std::move(dispatch), respond = std::move(respond)](
                     Result<InferResponse> result) mutable {
-    post([respond = std::move(respond), result = std::move(result)]() mutable {
+    dispatch([respond = std::move(respond), result = std::move(result)]() mutable {
       respond(std::move(result));
     });
   };
@@ -430,8 +431,8 @@ void HttpRouter::HandleRepository(HttpRequest request, const std::string& target
     }
   }
   // The change runs on the service's loader thread; its answer comes back to this strand.
-  auto answer = [post = connection.post, reply, v, ka](const Result<ReloadReport>& result) {
-    post([reply, v, ka, result] {
+  auto answer = [dispatch = connection.dispatch, reply, v, ka](const Result<ReloadReport>& result) {
+    dispatch([reply, v, ka, result] {
       if (!result.ok()) return reply(ErrorResponse(result.status(), v, ka));
       reply(JsonResponse(http::status::ok,
                          ReportToJson(*result).dump(-1, ' ', false, json::error_handler_t::replace),
@@ -544,7 +545,7 @@ void HttpRouter::HandleJob(const HttpRequest& request, const std::string& id,
 }
 
 void HttpRouter::StreamInfer(std::unique_ptr<InferRequest> infer, ResponseContext ctx,
-                             unsigned version, bool keep_alive, HttpPost post,
+                             unsigned version, bool keep_alive, HttpDispatch dispatch,
                              std::shared_ptr<HttpStream> stream) {
   ctx.all_binary = false;  // events are JSON
   ctx.binary.clear();
@@ -554,17 +555,17 @@ void HttpRouter::StreamInfer(std::unique_ptr<InferRequest> infer, ResponseContex
   headers.keep_alive(keep_alive);
   stream->Start(std::move(headers));
   auto event = [](const std::string& json_text) { return "data: " + json_text + "\n\n"; };
-  infer->on_partial = [post, stream, ctx, event](const InferResponse& partial) {
+  infer->on_partial = [dispatch, stream, ctx, event](const InferResponse& partial) {
     if (stream->broken()) return false;  // the client went away: cancel the generation
-    post([stream, ctx, event, partial] {
+    dispatch([stream, ctx, event, partial] {
       InferResponse marked = partial;
       marked.parameters["final"] = false;
       stream->Send(event(EncodeInferResponse(marked, ctx).body));
     });
     return true;
   };
-  infer->done = [post, stream, ctx, event](Result<InferResponse> result) {
-    post([stream, ctx, event, result = std::move(result)]() mutable {
+  infer->done = [dispatch, stream, ctx, event](Result<InferResponse> result) {
+    dispatch([stream, ctx, event, result = std::move(result)]() mutable {
       if (result.ok()) {
         result->parameters["final"] = true;
         stream->Send(event(EncodeInferResponse(*result, ctx).body));

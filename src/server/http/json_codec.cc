@@ -104,10 +104,10 @@ T Get(const std::string& data, size_t i) {
 }
 
 // Elements of `value` with nested arrays flattened (a scalar counts as one).
-int64_t CountElements(dom::element value) {
+[[gnu::flatten]] int64_t CountElements(dom::element value) {
   if (!value.is_array()) return 1;
   int64_t n = 0;
-  for (dom::element e : dom::array(value)) n += CountElements(e);
+  for (dom::element e : dom::array(value)) n += e.is_array() ? CountElements(e) : 1;
   return n;
 }
 
@@ -138,58 +138,69 @@ bool PutInteger(dom::element e, std::string& out) {
   return true;
 }
 
-bool PutElement(DataType type, dom::element e, std::string& out) {
-  switch (type) {
-    case DataType::kBool:
-      if (!e.is_bool()) return false;
-      Put<uint8_t>(out, e.get_bool().value_unsafe() ? 1 : 0);
-      return true;
-    case DataType::kUint8: return PutInteger<uint8_t>(e, out);
-    case DataType::kUint16: return PutInteger<uint16_t>(e, out);
-    case DataType::kUint32: return PutInteger<uint32_t>(e, out);
-    case DataType::kUint64: return PutInteger<uint64_t>(e, out);
-    case DataType::kInt8: return PutInteger<int8_t>(e, out);
-    case DataType::kInt16: return PutInteger<int16_t>(e, out);
-    case DataType::kInt32: return PutInteger<int32_t>(e, out);
-    case DataType::kInt64: return PutInteger<int64_t>(e, out);
-    case DataType::kFp16:
-    case DataType::kBf16:
-    case DataType::kFp32:
-    case DataType::kFp64: {
-      double v;
-      if (e.get_double().get(v)) return false;  // not a number
-      if (type == DataType::kFp64) Put<double>(out, v);
-      if (type == DataType::kFp32) Put<float>(out, static_cast<float>(v));
-      if (type == DataType::kFp16) Put<uint16_t>(out, FloatToHalf(static_cast<float>(v)));
-      if (type == DataType::kBf16) Put<uint16_t>(out, FloatToBf16(static_cast<float>(v)));
-      return true;
-    }
-    case DataType::kBytes: {
-      std::string_view v;
-      if (e.get_string().get(v)) return false;
-      Tensor::AppendBytesElement(out, v);
-      return true;
-    }
-  }
-  return false;
+bool PutBool(dom::element e, std::string& out) {
+  if (!e.is_bool()) return false;
+  Put<uint8_t>(out, e.get_bool().value_unsafe() ? 1 : 0);
+  return true;
 }
 
-// Puts the elements of `value` (nested arrays flattened) into `out`; on an element that is not
-// a `type`, returns its flat index in `bad`.
-bool PutElements(DataType type, dom::element value, std::string& out, int64_t& index,
-                 dom::element& bad) {
-  if (value.is_array()) {
-    for (dom::element e : dom::array(value)) {
-      if (!PutElements(type, e, out, index, bad)) return false;
+template <DataType kType>
+bool PutFloat(dom::element e, std::string& out) {
+  double v;
+  if (e.get_double().get(v)) return false;  // not a number
+  if constexpr (kType == DataType::kFp64) Put<double>(out, v);
+  if constexpr (kType == DataType::kFp32) Put<float>(out, static_cast<float>(v));
+  if constexpr (kType == DataType::kFp16) Put<uint16_t>(out, FloatToHalf(static_cast<float>(v)));
+  if constexpr (kType == DataType::kBf16) Put<uint16_t>(out, FloatToBf16(static_cast<float>(v)));
+  return true;
+}
+
+bool PutString(dom::element e, std::string& out) {
+  std::string_view v;
+  if (e.get_string().get(v)) return false;
+  Tensor::AppendBytesElement(out, v);
+  return true;
+}
+
+// Puts the elements of `value` (nested arrays flattened) into `out` with `put`; on an element
+// `put` refuses, returns false with its flat index in `index` and the element in `bad`.
+// Flattened: simdjson's element accessors are not inlined otherwise, which doubled the time.
+template <typename PutOne>
+[[gnu::flatten]] bool PutAll(dom::element value, std::string& out, int64_t& index,
+                             dom::element& bad, PutOne put) {
+  if (!value.is_array()) {
+    if (!put(value, out)) {
+      bad = value;
+      return false;
     }
+    ++index;
     return true;
   }
-  if (!PutElement(type, value, out)) {
-    bad = value;
-    return false;
+  for (dom::element e : dom::array(value)) {
+    if (!PutAll(e, out, index, bad, put)) return false;
   }
-  ++index;
   return true;
+}
+
+bool PutElements(DataType type, dom::element value, std::string& out, int64_t& index,
+                 dom::element& bad) {
+  switch (type) {
+    case DataType::kBool: return PutAll(value, out, index, bad, PutBool);
+    case DataType::kUint8: return PutAll(value, out, index, bad, PutInteger<uint8_t>);
+    case DataType::kUint16: return PutAll(value, out, index, bad, PutInteger<uint16_t>);
+    case DataType::kUint32: return PutAll(value, out, index, bad, PutInteger<uint32_t>);
+    case DataType::kUint64: return PutAll(value, out, index, bad, PutInteger<uint64_t>);
+    case DataType::kInt8: return PutAll(value, out, index, bad, PutInteger<int8_t>);
+    case DataType::kInt16: return PutAll(value, out, index, bad, PutInteger<int16_t>);
+    case DataType::kInt32: return PutAll(value, out, index, bad, PutInteger<int32_t>);
+    case DataType::kInt64: return PutAll(value, out, index, bad, PutInteger<int64_t>);
+    case DataType::kFp16: return PutAll(value, out, index, bad, PutFloat<DataType::kFp16>);
+    case DataType::kBf16: return PutAll(value, out, index, bad, PutFloat<DataType::kBf16>);
+    case DataType::kFp32: return PutAll(value, out, index, bad, PutFloat<DataType::kFp32>);
+    case DataType::kFp64: return PutAll(value, out, index, bad, PutFloat<DataType::kFp64>);
+    case DataType::kBytes: return PutAll(value, out, index, bad, PutString);
+  }
+  return false;
 }
 
 std::string Describe(dom::element e) {
@@ -325,64 +336,98 @@ void AppendString(std::string& out, std::string_view s) {
                                                nlohmann::json::error_handler_t::replace);
 }
 
+// Number writers: each writes one value at `p` (room for kMaxNumberChars) and returns its end.
+constexpr size_t kMaxNumberChars = 32;
+
 template <typename T>
-void AppendInteger(std::string& out, T v) {
-  char buf[24];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, end);
+char* WriteInteger(char* p, T v) {
+  return std::to_chars(p, p + kMaxNumberChars, v).ptr;
 }
 
 // The shortest text that reads back as the same `T`; NaN and infinities, which JSON cannot
 // carry, as null; a whole number keeps a ".0" so that it still reads as a float.
 template <typename T>
-void AppendFloat(std::string& out, T v) {
-  if (!std::isfinite(v)) {
-    out += "null";
-    return;
+char* WriteFloat(char* p, T v) {
+  if (!std::isfinite(v)) return std::copy_n("null", 4, p);
+  char* end = std::to_chars(p, p + kMaxNumberChars - 2, v).ptr;
+  if (std::find_if(p, end, [](char c) { return c == '.' || c == 'e'; }) == end) {
+    *end++ = '.';
+    *end++ = '0';
   }
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  const std::string_view text(buf, static_cast<size_t>(end - buf));
-  out += text;
-  if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
+  return end;
+}
+
+template <typename T>
+void AppendInteger(std::string& out, T v) {
+  char buf[kMaxNumberChars];
+  out.append(buf, WriteInteger(buf, v));
+}
+
+template <typename T>
+void AppendFloat(std::string& out, T v) {
+  char buf[kMaxNumberChars];
+  out.append(buf, WriteFloat(buf, v));
+}
+
+// Appends "[v0,v1,...]", writing element i with write(p, i) straight into `out`'s buffer.
+template <typename Write>
+void AppendArray(std::string& out, size_t n, Write write) {
+  const size_t start = out.size();
+  out.resize(start + 2 + n * (kMaxNumberChars + 1));
+  char* p = out.data() + start;
+  *p++ = '[';
+  for (size_t i = 0; i < n; ++i) {
+    if (i) *p++ = ',';
+    p = write(p, i);
+  }
+  *p++ = ']';
+  out.resize(static_cast<size_t>(p - out.data()));
+}
+
+template <typename T>
+void AppendIntegers(std::string& out, const std::string& d, size_t n) {
+  AppendArray(out, n, [&](char* p, size_t i) { return WriteInteger(p, Get<T>(d, i)); });
+}
+
+template <typename T, typename Decode>
+void AppendFloats(std::string& out, const std::string& d, size_t n, Decode decode) {
+  AppendArray(out, n, [&](char* p, size_t i) { return WriteFloat(p, decode(Get<T>(d, i))); });
 }
 
 void AppendData(std::string& out, const Tensor& t) {
   const auto& d = t.data();
   const size_t n =
       t.type() == DataType::kBytes ? 0 : d.size() / std::max<size_t>(1, DataTypeSize(t.type()));
-  out += '[';
-  auto each = [&](auto append) {
-    for (size_t i = 0; i < n; ++i) {
-      if (i) out += ',';
-      append(i);
-    }
-  };
+  const auto same = [](auto v) { return v; };
   switch (t.type()) {
-    case DataType::kBool: each([&](size_t i) { out += Get<uint8_t>(d, i) ? "true" : "false"; }); break;
-    case DataType::kUint8: each([&](size_t i) { AppendInteger(out, Get<uint8_t>(d, i)); }); break;
-    case DataType::kUint16: each([&](size_t i) { AppendInteger(out, Get<uint16_t>(d, i)); }); break;
-    case DataType::kUint32: each([&](size_t i) { AppendInteger(out, Get<uint32_t>(d, i)); }); break;
-    case DataType::kUint64: each([&](size_t i) { AppendInteger(out, Get<uint64_t>(d, i)); }); break;
-    case DataType::kInt8: each([&](size_t i) { AppendInteger(out, Get<int8_t>(d, i)); }); break;
-    case DataType::kInt16: each([&](size_t i) { AppendInteger(out, Get<int16_t>(d, i)); }); break;
-    case DataType::kInt32: each([&](size_t i) { AppendInteger(out, Get<int32_t>(d, i)); }); break;
-    case DataType::kInt64: each([&](size_t i) { AppendInteger(out, Get<int64_t>(d, i)); }); break;
-    case DataType::kFp16: each([&](size_t i) { AppendFloat(out, HalfToFloat(Get<uint16_t>(d, i))); }); break;
-    case DataType::kBf16: each([&](size_t i) { AppendFloat(out, Bf16ToFloat(Get<uint16_t>(d, i))); }); break;
-    case DataType::kFp32: each([&](size_t i) { AppendFloat(out, Get<float>(d, i)); }); break;
-    case DataType::kFp64: each([&](size_t i) { AppendFloat(out, Get<double>(d, i)); }); break;
+    case DataType::kBool:
+      return AppendArray(out, n, [&](char* p, size_t i) {
+        return Get<uint8_t>(d, i) ? std::copy_n("true", 4, p) : std::copy_n("false", 5, p);
+      });
+    case DataType::kUint8: return AppendIntegers<uint8_t>(out, d, n);
+    case DataType::kUint16: return AppendIntegers<uint16_t>(out, d, n);
+    case DataType::kUint32: return AppendIntegers<uint32_t>(out, d, n);
+    case DataType::kUint64: return AppendIntegers<uint64_t>(out, d, n);
+    case DataType::kInt8: return AppendIntegers<int8_t>(out, d, n);
+    case DataType::kInt16: return AppendIntegers<int16_t>(out, d, n);
+    case DataType::kInt32: return AppendIntegers<int32_t>(out, d, n);
+    case DataType::kInt64: return AppendIntegers<int64_t>(out, d, n);
+    case DataType::kFp16: return AppendFloats<uint16_t>(out, d, n, HalfToFloat);
+    case DataType::kBf16: return AppendFloats<uint16_t>(out, d, n, Bf16ToFloat);
+    case DataType::kFp32: return AppendFloats<float>(out, d, n, same);
+    case DataType::kFp64: return AppendFloats<double>(out, d, n, same);
     case DataType::kBytes: {
+      out += '[';
       bool first = true;
       for (auto e : t.BytesElements()) {
         if (!first) out += ',';
         first = false;
         AppendString(out, e);
       }
-      break;
+      out += ']';
+      return;
     }
   }
-  out += ']';
 }
 
 void AppendParam(std::string& out, const ParamValue& value) {

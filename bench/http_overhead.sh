@@ -6,6 +6,7 @@
 # same I/O thread count, no work). Then the same over KServe v2 gRPC: the same tensor as a
 # ModelInferRequest against bench/bare_grpc_server.cc answering mmserve's own ModelInferResponse
 # (gRPC's callback API on both). Side by side in one run, same load tool (bench/loadgen.cc).
+# Last, the infer codec alone against nlohmann's DOM (bench/json_codec_bench.cc).
 #   bench/http_overhead.sh    (BENCH_SECONDS=10, BENCH_CONCURRENCY=16, BENCH_THREADS=2)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -117,4 +118,19 @@ names = ["mmserve", "mmserve inline", "bare", "mmserve 1", "mmserve inline 1", "
 for name, r in zip(names, runs):
     if r["errors"]:
         print(f"{name}: {r['errors']} errors: {r.get('first_error')}")
+PY
+
+# The infer codec alone against nlohmann's DOM (Google Benchmark, side by side).
+"$ROOT/build/bench/json_codec_bench" --benchmark_format=json \
+  --benchmark_min_time="$(awk -v s="$SECONDS_RUN" 'BEGIN {print (s < 5 ? 0.05 : 0.5)}')" \
+  2>/dev/null >"$TMP/codec.json"
+python3 - "$TMP/codec.json" <<'PY'
+import json, sys
+ns = {b["name"]: b["real_time"] for b in json.load(open(sys.argv[1]))["benchmarks"]}
+print("KServe v2 JSON codec, the request above (bench/json_codec_bench)")
+print("| step | mmserve codec | nlohmann DOM | ratio |")
+print("|---|---|---|---|")
+for step, name in (("parse into a tensor", "ParseRequest"), ("encode the answer", "EncodeAnswer")):
+    mine, peer = ns[f"BM_{name}_Mmserve"], ns[f"BM_{name}_NlohmannDom"]
+    print(f"| {step} | {mine / 1000:.1f} µs | {peer / 1000:.1f} µs | {peer / mine:.1f}x faster |")
 PY

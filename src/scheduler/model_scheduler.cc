@@ -256,21 +256,17 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
 }
 
 void ModelScheduler::ExecuteInline(std::unique_ptr<Pending> p) {
-  Status dead = DeadOutcome(*p, Clock::now());
-  Result<InferResponse> result = dead.ok() ? Internal("not executed") : dead;
-  if (dead.ok()) {
+  Result<InferResponse> result = Internal("not executed");
+  if (Status dead = DeadOutcome(*p, Clock::now()); !dead.ok()) {
+    result = std::move(dead);
+  } else {
     const auto start = Clock::now();
     p->ledger.started = start;
     std::vector<BatchItem> items{{p->request.get()}};
     Execution execution{.items = BatchView(items), .tier = 1};
     Status status = inline_instance_->Execute(execution);
     result = status.ok() ? std::move(items[0].result) : Result<InferResponse>(status);
-    std::lock_guard stats_lock(stats_mu_);
-    ++stats_.execution_count;
-    ++stats_.inference_count;
-    BatchStats& b = stats_.batches[1];
-    ++b.executions;
-    b.compute_ns += Nanos(Clock::now() - start);
+    CountExecution(execution, Clock::now() - start);
   }
   {
     std::lock_guard lock(mu_);
@@ -380,6 +376,15 @@ void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferRes
     }
   }
   Deliver(p.seq, std::move(done), std::move(result));
+}
+
+void ModelScheduler::CountExecution(const Execution& execution, Clock::duration took) {
+  std::lock_guard lock(stats_mu_);
+  ++stats_.execution_count;
+  stats_.inference_count += static_cast<int64_t>(execution.items.size());
+  BatchStats& b = stats_.batches[execution.tier];
+  ++b.executions;
+  b.compute_ns += Nanos(took);
 }
 
 void ModelScheduler::Deliver(uint64_t seq, InferCallback done, Result<InferResponse> result) {
@@ -541,14 +546,7 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     executing_ -= static_cast<int64_t>(batch.size());
     lock.unlock();
 
-    {
-      std::lock_guard stats_lock(stats_mu_);
-      ++stats_.execution_count;
-      stats_.inference_count += static_cast<int64_t>(batch.size());
-      BatchStats& b = stats_.batches[execution.tier];
-      ++b.executions;
-      b.compute_ns += Nanos(end - start);
-    }
+    CountExecution(execution, end - start);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!dones[i]) continue;
       Finish(batch[i]->ledger, std::move(dones[i]),

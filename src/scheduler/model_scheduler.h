@@ -162,6 +162,8 @@ class ModelScheduler {
   // The one way a queued request leaves: statistics, breaker, then its callback.
   void Finish(const Ledger& ledger, InferCallback done, Result<InferResponse> result);
   void Deliver(uint64_t seq, InferCallback done, Result<InferResponse> result);
+  // Statistics of one execution of a batch (its requests, its tier, its compute time).
+  void CountExecution(const Execution& execution, Clock::duration took);
   void OnContinuousDone(int worker, Pending* p, Result<InferResponse> result);
   // Inline mode: executes `p` (admitted, counted executing) on this thread and finishes it.
   void ExecuteInline(std::unique_ptr<Pending> p);

@@ -39,7 +39,7 @@ if $QUICK; then
   Q=(BENCH_SECONDS=1 BENCH_ROUNDS=1)
   scenario "P1 embeddings (tiny, quick)" "${Q[@]}" BENCH_CONCURRENCY=8 -- embeddings.sh tiny
   scenario "P2 generation (tiny, quick)" "${Q[@]}" BENCH_STREAMS=2 -- generate.sh tiny
-  scenario "H1 HTTP overhead (quick)" "${Q[@]}" BENCH_CONCURRENCY=4 -- http_overhead.sh
+  scenario "H1 HTTP overhead (quick)" "${Q[@]}" BENCH_CONCURRENCY=4 BENCH_ROUNDS=1 -- http_overhead.sh
   scenario "P5 first response (tiny, quick)" "${Q[@]}" -- first_response.sh tiny
   scenario "P6 memory (tiny, quick)" BENCH_COPIES=2 BENCH_SOAK=4 -- memory.sh tiny
   scenario "RAG mix (tiny, quick)" "${Q[@]}" BENCH_EMBED=2 BENCH_RERANK=2 BENCH_CHAT=1 -- rag_mix.sh tiny

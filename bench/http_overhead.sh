@@ -7,11 +7,13 @@
 # ModelInferRequest against bench/bare_grpc_server.cc answering mmserve's own ModelInferResponse
 # (gRPC's callback API on both). Side by side in one run, same load tool (bench/loadgen.cc).
 # Last, the infer codec alone against nlohmann's DOM (bench/json_codec_bench.cc).
-#   bench/http_overhead.sh    (BENCH_SECONDS=10, BENCH_CONCURRENCY=16, BENCH_THREADS=2)
+#   bench/http_overhead.sh    (BENCH_SECONDS=10, BENCH_CONCURRENCY=16, BENCH_THREADS=2,
+#                              BENCH_ROUNDS=3 alternating rounds, medians reported)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SECONDS_RUN="${BENCH_SECONDS:-10}"
 CONC="${BENCH_CONCURRENCY:-16}"
+ROUNDS="${BENCH_ROUNDS:-3}"
 IO_THREADS="${BENCH_THREADS:-2}"
 source "$ROOT/bench/lib.sh"
 BARE="$ROOT/build/bench/bare_beast_server"
@@ -64,60 +66,61 @@ grpc_run() {  # grpc_run PORT CONCURRENCY [BODY]
   "$LOAD" --grpc --port "$1" --body-file "${3:-$TMP/grpc.json}" --expect Y \
     --concurrency "$2" --seconds "$SECONDS_RUN" --warmup 1
 }
-MM_C="$(run "$PORT" /v2/models/echo/infer "$CONC")"
-MM_1="$(run "$PORT" /v2/models/echo/infer 1)"
-MI_C="$(run "$PORT" /v2/models/echo_inline/infer "$CONC")"
-MI_1="$(run "$PORT" /v2/models/echo_inline/infer 1)"
 "$LOAD" --grpc --port "$GPORT" --body-file "$TMP/grpc.json" --save-answer "$TMP/answer.pb"
-MMG_C="$(grpc_run "$GPORT" "$CONC")"
-MMG_1="$(grpc_run "$GPORT" 1)"
-MIG_C="$(grpc_run "$GPORT" "$CONC" "$TMP/grpc-inline.json")"
-MIG_1="$(grpc_run "$GPORT" 1 "$TMP/grpc-inline.json")"
-stop "$PID"
-
 "$BARE" --port 0 --threads "$IO_THREADS" --response-file "$TMP/answer.json" >"$TMP/bare.out" &
 BPID=$!
-BPORT="$(listening_port "$TMP/bare.out")"
-BARE_C="$(run "$BPORT" /v2/models/echo/infer "$CONC")"
-BARE_1="$(run "$BPORT" /v2/models/echo/infer 1)"
-stop "$BPID"
-
 "$ROOT/build/bench/bare_grpc_server" --port 0 --response-file "$TMP/answer.pb" >"$TMP/bare-grpc.out" &
 GPID=$!
+BPORT="$(listening_port "$TMP/bare.out")"
 GBPORT="$(listening_port "$TMP/bare-grpc.out")"
-BAREG_C="$(grpc_run "$GBPORT" "$CONC")"
-BAREG_1="$(grpc_run "$GBPORT" 1)"
+
+# Every server is up (an idle one costs nothing); the loads alternate between them, round after
+# round, so that a slow spell of this shared machine falls on all sides alike. Medians below.
+for round in $(seq 1 "$ROUNDS"); do
+  for c in "$CONC" 1; do
+    run "$PORT" /v2/models/echo/infer "$c" >"$TMP/r$round-http-worker-$c.json"
+    run "$PORT" /v2/models/echo_inline/infer "$c" >"$TMP/r$round-http-inline-$c.json"
+    run "$BPORT" /v2/models/echo/infer "$c" >"$TMP/r$round-http-bare-$c.json"
+    grpc_run "$GPORT" "$c" >"$TMP/r$round-grpc-worker-$c.json"
+    grpc_run "$GPORT" "$c" "$TMP/grpc-inline.json" >"$TMP/r$round-grpc-inline-$c.json"
+    grpc_run "$GBPORT" "$c" >"$TMP/r$round-grpc-bare-$c.json"
+  done
+done
+stop "$PID"
+stop "$BPID"
 stop "$GPID"
 
-python3 - "$CONC" "$MM_C" "$MI_C" "$BARE_C" "$MM_1" "$MI_1" "$BARE_1" \
-  "$MMG_C" "$MIG_C" "$BAREG_C" "$MMG_1" "$MIG_1" "$BAREG_1" \
-  "$(wc -c <"$TMP/answer.json")" "$(wc -c <"$TMP/answer.pb")" <<'PY'
-import json, sys
-conc = sys.argv[1]
-runs = [json.loads(a) for a in sys.argv[2:14]]
-json_bytes, pb_bytes = sys.argv[14], sys.argv[15]
-def table(title, peer, worker_c, inline_c, bare_c, worker_1, inline_1, bare_1):
+python3 - "$TMP" "$ROUNDS" "$CONC" "$(wc -c <"$TMP/answer.json")" "$(wc -c <"$TMP/answer.pb")" <<'PY'
+import json, statistics, sys
+tmp, rounds, conc, json_bytes, pb_bytes = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+def load(proto, side, c):
+    return [json.load(open(f"{tmp}/r{r}-{proto}-{side}-{c}.json")) for r in range(1, rounds + 1)]
+errors = []
+def table(title, proto, peer):
     print(title)
-    print(f"| load | mmserve, worker | mmserve, inline | {peer} | worker ratio | inline ratio |")
+    print(f"| load (median of {rounds} alternating rounds) | mmserve, worker | mmserve, inline | {peer} | worker ratio | inline ratio |")
     print("|---|---|---|---|---|---|")
-    def row(what, key, w, i, b, ratio):
-        print(f"| {what} | {w[key]:.0f} | {i[key]:.0f} | {b[key]:.0f} | {ratio(w, b)} | {ratio(i, b)} |")
-    rps = lambda m, b: f"{m['rps'] / b['rps']:.2f}x"
-    added = lambda m, b: f"added {m['p50_us'] - b['p50_us']} µs"
-    row(f"{conc} clients, requests/s", "rps", worker_c, inline_c, bare_c, rps)
-    row(f"{conc} clients, p50 µs", "p50_us", worker_c, inline_c, bare_c, lambda m, b: "")
-    row("1 client, requests/s", "rps", worker_1, inline_1, bare_1, rps)
-    row("1 client, p50 µs", "p50_us", worker_1, inline_1, bare_1, added)
-    row("1 client, p99 µs", "p99_us", worker_1, inline_1, bare_1, lambda m, b: "")
+    for c, label in ((conc, f"{conc} clients"), ("1", "1 client")):
+        sides = {side: load(proto, side, c) for side in ("worker", "inline", "bare")}
+        for side, runs in sides.items():
+            errors.extend(f"{proto} {side} {label}: {r['errors']} errors: {r.get('first_error')}"
+                          for r in runs if r["errors"])
+        med = lambda side, key: statistics.median(r[key] for r in sides[side])
+        def ratios(side):
+            per_round = [m["rps"] / b["rps"] for m, b in zip(sides[side], sides["bare"])]
+            shown = " / ".join(f"{x:.2f}" for x in per_round)
+            return f"{statistics.median(per_round):.2f}x ({shown})" if rounds > 1 else f"{per_round[0]:.2f}x"
+        print(f"| {label}, requests/s | {med('worker', 'rps'):.0f} | {med('inline', 'rps'):.0f} | {med('bare', 'rps'):.0f} | {ratios('worker')} | {ratios('inline')} |")
+        p50 = {side: med(side, "p50_us") for side in sides}
+        added = lambda side: f"added {p50[side] - p50['bare']:.0f} µs" if c == "1" else ""
+        print(f"| {label}, p50 µs | {p50['worker']:.0f} | {p50['inline']:.0f} | {p50['bare']:.0f} | {added('worker')} | {added('inline')} |")
+        if c == "1":
+            print(f"| {label}, p99 µs | {med('worker', 'p99_us'):.0f} | {med('inline', 'p99_us'):.0f} | {med('bare', 'p99_us'):.0f} | | |")
     print()
-table(f"HTTP: 1 KB JSON request, {json_bytes} B answer, keep-alive", "bare Beast server", *runs[0:6])
-table(f"gRPC ModelInfer: the same 140 INT32 values, {pb_bytes} B answer", "bare gRPC server", *runs[6:12])
-names = ["mmserve", "mmserve inline", "bare", "mmserve 1", "mmserve inline 1", "bare 1",
-         "mmserve gRPC", "mmserve inline gRPC", "bare gRPC", "mmserve gRPC 1",
-         "mmserve inline gRPC 1", "bare gRPC 1"]
-for name, r in zip(names, runs):
-    if r["errors"]:
-        print(f"{name}: {r['errors']} errors: {r.get('first_error')}")
+table(f"HTTP: 1 KB JSON request, {json_bytes} B answer, keep-alive", "http", "bare Beast server")
+table(f"gRPC ModelInfer: the same 140 INT32 values, {pb_bytes} B answer", "grpc", "bare gRPC server")
+for e in errors:
+    print(e)
 PY
 
 # The infer codec alone against nlohmann's DOM (Google Benchmark, side by side).

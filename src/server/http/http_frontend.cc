@@ -22,6 +22,14 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 
+// Each connection's handlers run on its own strand. Naming the strand's type (rather than
+// Beast's tcp_stream, whose executor is type-erased) spares a shared allocation and an
+// indirect call in every async operation.
+using Strand = net::strand<net::io_context::executor_type>;
+using Socket = tcp::socket::rebind_executor<Strand>::other;
+using TcpStream = beast::basic_stream<tcp, Strand>;
+using Timer = net::steady_timer::rebind_executor<Strand>::other;
+
 // A connection must deliver its next request whole within this long, or it is closed.
 constexpr auto kIdleTimeout = std::chrono::seconds(60);
 // Read in pieces this large: a typical request in one recvmsg rather than 512-byte bites.
@@ -88,7 +96,7 @@ HttpResponse Overloaded(const std::string& why) {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // `refuse`: the server has too many connections; this one answers its first request 503.
-  Connection(tcp::socket socket, Shared& shared, bool refuse)
+  Connection(Socket socket, Shared& shared, bool refuse)
       : stream_(std::move(socket)),
         idle_timer_(stream_.get_executor()),
         shared_(shared),
@@ -363,8 +371,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     stream_.close();
   }
 
-  beast::tcp_stream stream_;
-  net::steady_timer idle_timer_;  // strand only, like the members below
+  TcpStream stream_;
+  Timer idle_timer_;  // strand only, like the members below
   std::chrono::steady_clock::time_point idle_deadline_;
   bool idle_timer_armed_ = false;
   bool awaiting_request_ = false;  // reading the next request (the idle timeout applies)
@@ -407,7 +415,7 @@ struct HttpFrontend::Impl {
   }
 
   void Accept() {
-    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
+    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, Socket s) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
       if (!ec) {
         s.set_option(tcp::no_delay(true), ec);

@@ -48,7 +48,7 @@ else
   scenario "P1 embeddings, bert-base" BENCH_SECONDS=10 BENCH_ROUNDS=2 -- embeddings.sh base
   scenario "P1 embeddings, bert-tiny" BENCH_SECONDS=5 BENCH_ROUNDS=2 -- embeddings.sh tiny
   scenario "P2 generation, llama-base" BENCH_SECONDS=10 BENCH_ROUNDS=3 -- generate.sh base
-  scenario "P3/H1 HTTP overhead" BENCH_SECONDS=5 -- http_overhead.sh
+  scenario "P3/H1 HTTP overhead" BENCH_SECONDS=4 -- http_overhead.sh
   scenario "P4/S1/S2 scheduling" BENCH_SECONDS=8 BENCH_ROUNDS=1 -- scheduling.sh
   scenario "P5 first response, bert-base" BENCH_ROUNDS=3 -- first_response.sh base
   scenario "RAG mix, tiny" BENCH_SECONDS=10 -- rag_mix.sh tiny

@@ -122,8 +122,11 @@ bool PutInteger(dom::element e, std::string& out) {
       v = static_cast<uint64_t>(i);
       break;
     }
-    case dom::element_type::UINT64: v = e.get_uint64().value_unsafe(); break;
-    default: return false;
+    case dom::element_type::UINT64:
+      v = e.get_uint64().value_unsafe();
+      break;
+    default:
+      return false;
   }
   if (negative) {
     if constexpr (std::is_unsigned_v<T>) {
@@ -182,23 +185,44 @@ template <typename PutOne>
   return true;
 }
 
+// A lambda calling `put`: a type of its own, so that PutAll's calls are direct (and flattened)
+// instead of through a function pointer.
+template <auto put>
+auto AsLambda() {
+  return [](dom::element e, std::string& out) { return put(e, out); };
+}
+
 bool PutElements(DataType type, dom::element value, std::string& out, int64_t& index,
                  dom::element& bad) {
   switch (type) {
-    case DataType::kBool: return PutAll(value, out, index, bad, PutBool);
-    case DataType::kUint8: return PutAll(value, out, index, bad, PutInteger<uint8_t>);
-    case DataType::kUint16: return PutAll(value, out, index, bad, PutInteger<uint16_t>);
-    case DataType::kUint32: return PutAll(value, out, index, bad, PutInteger<uint32_t>);
-    case DataType::kUint64: return PutAll(value, out, index, bad, PutInteger<uint64_t>);
-    case DataType::kInt8: return PutAll(value, out, index, bad, PutInteger<int8_t>);
-    case DataType::kInt16: return PutAll(value, out, index, bad, PutInteger<int16_t>);
-    case DataType::kInt32: return PutAll(value, out, index, bad, PutInteger<int32_t>);
-    case DataType::kInt64: return PutAll(value, out, index, bad, PutInteger<int64_t>);
-    case DataType::kFp16: return PutAll(value, out, index, bad, PutFloat<DataType::kFp16>);
-    case DataType::kBf16: return PutAll(value, out, index, bad, PutFloat<DataType::kBf16>);
-    case DataType::kFp32: return PutAll(value, out, index, bad, PutFloat<DataType::kFp32>);
-    case DataType::kFp64: return PutAll(value, out, index, bad, PutFloat<DataType::kFp64>);
-    case DataType::kBytes: return PutAll(value, out, index, bad, PutString);
+    case DataType::kBool:
+      return PutAll(value, out, index, bad, AsLambda<PutBool>());
+    case DataType::kUint8:
+      return PutAll(value, out, index, bad, AsLambda<PutInteger<uint8_t>>());
+    case DataType::kUint16:
+      return PutAll(value, out, index, bad, AsLambda<PutInteger<uint16_t>>());
+    case DataType::kUint32:
+      return PutAll(value, out, index, bad, AsLambda<PutInteger<uint32_t>>());
+    case DataType::kUint64:
+      return PutAll(value, out, index, bad, AsLambda<PutInteger<uint64_t>>());
+    case DataType::kInt8:
+      return PutAll(value, out, index, bad, AsLambda<PutInteger<int8_t>>());
+    case DataType::kInt16:
+      return PutAll(value, out, index, bad, AsLambda<PutInteger<int16_t>>());
+    case DataType::kInt32:
+      return PutAll(value, out, index, bad, AsLambda<PutInteger<int32_t>>());
+    case DataType::kInt64:
+      return PutAll(value, out, index, bad, AsLambda<PutInteger<int64_t>>());
+    case DataType::kFp16:
+      return PutAll(value, out, index, bad, AsLambda<PutFloat<DataType::kFp16>>());
+    case DataType::kBf16:
+      return PutAll(value, out, index, bad, AsLambda<PutFloat<DataType::kBf16>>());
+    case DataType::kFp32:
+      return PutAll(value, out, index, bad, AsLambda<PutFloat<DataType::kFp32>>());
+    case DataType::kFp64:
+      return PutAll(value, out, index, bad, AsLambda<PutFloat<DataType::kFp64>>());
+    case DataType::kBytes:
+      return PutAll(value, out, index, bad, AsLambda<PutString>());
   }
   return false;
 }
@@ -224,11 +248,19 @@ Result<RequestParams> ParseParameters(std::optional<dom::element> params,
     std::string key(kv.key);
     const dom::element v = kv.value;
     switch (v.type()) {
-      case dom::element_type::BOOL: out[key] = v.get_bool().value_unsafe(); break;
-      case dom::element_type::INT64: out[key] = v.get_int64().value_unsafe(); break;
+      case dom::element_type::BOOL:
+        out[key] = v.get_bool().value_unsafe();
+        break;
+      case dom::element_type::INT64:
+        out[key] = v.get_int64().value_unsafe();
+        break;
       case dom::element_type::UINT64:
-      case dom::element_type::DOUBLE: out[key] = v.get_double().value_unsafe(); break;
-      case dom::element_type::STRING: out[key] = std::string(v.get_string().value_unsafe()); break;
+      case dom::element_type::DOUBLE:
+        out[key] = v.get_double().value_unsafe();
+        break;
+      case dom::element_type::STRING:
+        out[key] = std::string(v.get_string().value_unsafe());
+        break;
       default:
         return InvalidArgument(where + "." + key + ": expected a string, number or bool, found " +
                                Describe(v));
@@ -283,7 +315,8 @@ Result<Tensor> ParseInput(dom::element element, size_t index, const std::string&
   std::string data;
   if (auto it = params.find("binary_data_size"); it != params.end()) {
     if (!std::holds_alternative<int64_t>(it->second) || std::get<int64_t>(it->second) < 0) {
-      return InvalidArgument(named + ".parameters.binary_data_size: expected a non-negative "
+      return InvalidArgument(named +
+                             ".parameters.binary_data_size: expected a non-negative "
                              "integer");
     }
     const auto size = static_cast<size_t>(std::get<int64_t>(it->second));
@@ -301,8 +334,7 @@ Result<Tensor> ParseInput(dom::element element, size_t index, const std::string&
     const int64_t found = CountElements(*values);
     if (found != *count) {
       return InvalidArgument(named + ".data: shape " + ShapeToString(shape) + " needs " +
-                             std::to_string(*count) + " elements, found " +
-                             std::to_string(found));
+                             std::to_string(*count) + " elements, found " + std::to_string(found));
     }
     if (*type != DataType::kBytes) data.reserve(static_cast<size_t>(found) * DataTypeSize(*type));
     int64_t put = 0;
@@ -332,8 +364,8 @@ void AppendString(std::string& out, std::string_view s) {
     out += '"';
     return;
   }
-  out += nlohmann::json(std::string(s)).dump(-1, ' ', false,
-                                               nlohmann::json::error_handler_t::replace);
+  out +=
+      nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // Number writers: each writes one value at `p` (room for kMaxNumberChars) and returns its end.
@@ -404,18 +436,30 @@ void AppendData(std::string& out, const Tensor& t) {
       return AppendArray(out, n, [&](char* p, size_t i) {
         return Get<uint8_t>(d, i) ? std::copy_n("true", 4, p) : std::copy_n("false", 5, p);
       });
-    case DataType::kUint8: return AppendIntegers<uint8_t>(out, d, n);
-    case DataType::kUint16: return AppendIntegers<uint16_t>(out, d, n);
-    case DataType::kUint32: return AppendIntegers<uint32_t>(out, d, n);
-    case DataType::kUint64: return AppendIntegers<uint64_t>(out, d, n);
-    case DataType::kInt8: return AppendIntegers<int8_t>(out, d, n);
-    case DataType::kInt16: return AppendIntegers<int16_t>(out, d, n);
-    case DataType::kInt32: return AppendIntegers<int32_t>(out, d, n);
-    case DataType::kInt64: return AppendIntegers<int64_t>(out, d, n);
-    case DataType::kFp16: return AppendFloats<uint16_t>(out, d, n, HalfToFloat);
-    case DataType::kBf16: return AppendFloats<uint16_t>(out, d, n, Bf16ToFloat);
-    case DataType::kFp32: return AppendFloats<float>(out, d, n, same);
-    case DataType::kFp64: return AppendFloats<double>(out, d, n, same);
+    case DataType::kUint8:
+      return AppendIntegers<uint8_t>(out, d, n);
+    case DataType::kUint16:
+      return AppendIntegers<uint16_t>(out, d, n);
+    case DataType::kUint32:
+      return AppendIntegers<uint32_t>(out, d, n);
+    case DataType::kUint64:
+      return AppendIntegers<uint64_t>(out, d, n);
+    case DataType::kInt8:
+      return AppendIntegers<int8_t>(out, d, n);
+    case DataType::kInt16:
+      return AppendIntegers<int16_t>(out, d, n);
+    case DataType::kInt32:
+      return AppendIntegers<int32_t>(out, d, n);
+    case DataType::kInt64:
+      return AppendIntegers<int64_t>(out, d, n);
+    case DataType::kFp16:
+      return AppendFloats<uint16_t>(out, d, n, HalfToFloat);
+    case DataType::kBf16:
+      return AppendFloats<uint16_t>(out, d, n, Bf16ToFloat);
+    case DataType::kFp32:
+      return AppendFloats<float>(out, d, n, same);
+    case DataType::kFp64:
+      return AppendFloats<double>(out, d, n, same);
     case DataType::kBytes: {
       out += '[';
       bool first = true;
@@ -471,9 +515,11 @@ Result<ParsedInferRequest> ParseInferRequest(const std::string& body,
     if (!id->is_string()) return InvalidArgument("id: expected a string");
     request.id = std::string(id->get_string().value_unsafe());
   }
-  MMS_ASSIGN_OR_RETURN(request.parameters, ParseParameters(Member(doc, "parameters"), "parameters"));
+  MMS_ASSIGN_OR_RETURN(request.parameters,
+                       ParseParameters(Member(doc, "parameters"), "parameters"));
   const auto inputs = Member(doc, "inputs");
-  if (!inputs || !inputs->is_array()) return InvalidArgument("inputs: expected an array of tensors");
+  if (!inputs || !inputs->is_array())
+    return InvalidArgument("inputs: expected an array of tensors");
   size_t binary_offset = json_size;
   size_t i = 0;
   for (dom::element input : dom::array(*inputs)) {
@@ -502,12 +548,12 @@ Result<ParsedInferRequest> ParseInferRequest(const std::string& body,
   return parsed;
 }
 
-Result<ParsedInferRequest> ParseRawInferRequest(std::string body,
-                                                const ModelSignature& signature) {
+Result<ParsedInferRequest> ParseRawInferRequest(std::string body, const ModelSignature& signature) {
   if (signature.inputs.size() != 1) {
-    return InvalidArgument("raw binary requests (Inference-Header-Content-Length: 0) need a "
-                           "model with exactly one input; this one has " +
-                           std::to_string(signature.inputs.size()));
+    return InvalidArgument(
+        "raw binary requests (Inference-Header-Content-Length: 0) need a "
+        "model with exactly one input; this one has " +
+        std::to_string(signature.inputs.size()));
   }
   const TensorSpec& spec = signature.inputs[0];
   Shape shape = spec.shape;
@@ -584,9 +630,9 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const Respons
       AppendInteger(j, t.shape()[d]);
     }
     j += ']';
-    const bool as_binary = ctx.raw || ctx.all_binary ||
-                           std::find(ctx.binary.begin(), ctx.binary.end(), t.name()) !=
-                               ctx.binary.end();
+    const bool as_binary =
+        ctx.raw || ctx.all_binary ||
+        std::find(ctx.binary.begin(), ctx.binary.end(), t.name()) != ctx.binary.end();
     if (as_binary) {
       j += ",\"parameters\":{\"binary_data_size\":";
       AppendInteger(j, t.size_bytes());

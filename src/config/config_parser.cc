@@ -692,7 +692,9 @@ class Parser {
   void CheckInlineRules(ParamReader& r, const ModelConfig& m) {
     const std::string why = " with execution: inline (requests run on the server's threads)";
     if (m.max_batch != 1) r.Error("max_batch", "1" + why, std::to_string(m.max_batch));
-    if (r.Has("thread_num")) r.Error("thread_num", "no thread_num" + why, std::to_string(m.thread_num));
+    if (r.Has("thread_num")) {
+      r.Error("thread_num", "no thread_num" + why, std::to_string(m.thread_num));
+    }
     if (!m.cpu_affinity.empty()) {
       r.Error("cpu_affinity", "no pinning" + why, "[" + JoinInts(m.cpu_affinity) + "]");
     }

@@ -257,10 +257,10 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
 
 void ModelScheduler::ExecuteInline(std::unique_ptr<Pending> p) {
   Result<InferResponse> result = Internal("not executed");
-  if (Status dead = DeadOutcome(*p, Clock::now()); !dead.ok()) {
+  const auto start = Clock::now();
+  if (Status dead = DeadOutcome(*p, start); !dead.ok()) {
     result = std::move(dead);
   } else {
-    const auto start = Clock::now();
     p->ledger.started = start;
     std::vector<BatchItem> items{{p->request.get()}};
     Execution execution{.items = BatchView(items), .tier = 1};

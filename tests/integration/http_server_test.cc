@@ -2,6 +2,7 @@
 #include <signal.h>
 
 #include <cstring>
+#include <functional>
 #include <future>
 #include <regex>
 
@@ -236,47 +237,46 @@ TEST_F(HttpServerTest, WrongMethodIs405) {
   EXPECT_EQ(client_->Get("/v2/models/slow/infer").status, 405);
 }
 
-TEST_F(HttpServerTest, ConcurrentClientsAreServedOnKeepAliveConnections) {
+// 8 clients on keep-alive connections at once, 20 requests each: `input(c, i)` is client c's
+// i-th INT32 tensor (`name`); the answer must carry it back as its first output. Returns how
+// many answers each client found right.
+std::vector<int> EchoFromConcurrentClients(int port, const std::string& model,
+                                           const std::string& name,
+                                           std::function<json(int, int)> input) {
   std::vector<std::future<int>> results;
   for (int c = 0; c < 8; ++c) {
-    results.push_back(std::async(std::launch::async, [port = server_->port(), c] {
+    results.push_back(std::async(std::launch::async, [&, c] {
       HttpClient client(port);
       int ok = 0;
       for (int i = 0; i < 20; ++i) {
-        json req = {{"inputs", {{{"name", "IN_INT32"}, {"datatype", "INT32"}, {"shape", {1}},
-                                 {"data", {c * 100 + i}}}}}};
-        auto res = client.Post("/v2/models/echo/infer", req.dump());
-        if (res.status == 200 &&
-            json::parse(res.body)["outputs"][0]["data"][0] == c * 100 + i) {
-          ++ok;
-        }
+        const json data = input(c, i);
+        json req = {
+            {"inputs",
+             {{{"name", name}, {"datatype", "INT32"}, {"shape", {data.size()}}, {"data", data}}}}};
+        auto res = client.Post("/v2/models/" + model + "/infer", req.dump());
+        if (res.status == 200 && json::parse(res.body)["outputs"][0]["data"] == data) ++ok;
       }
       return ok;
     }));
   }
-  for (auto& r : results) EXPECT_EQ(r.get(), 20);
+  std::vector<int> oks;
+  for (auto& r : results) oks.push_back(r.get());
+  return oks;
+}
+
+TEST_F(HttpServerTest, ConcurrentClientsAreServedOnKeepAliveConnections) {
+  auto input = [](int c, int i) { return json::array({c * 100 + i}); };
+  EXPECT_THAT(EchoFromConcurrentClients(server_->port(), "echo", "IN_INT32", input),
+              ::testing::Each(20));
 }
 
 TEST_F(HttpServerTest, AnInlineModelServesConcurrentClientsWithoutWorkers) {
-  std::vector<std::future<int>> results;
-  for (int c = 0; c < 8; ++c) {
-    results.push_back(std::async(std::launch::async, [port = server_->port(), c] {
-      HttpClient client(port);
-      int ok = 0;
-      for (int i = 0; i < 20; ++i) {
-        json req = {{"inputs", {{{"name", "X"}, {"datatype", "INT32"}, {"shape", {2}},
-                                 {"data", {c, i}}}}}};
-        auto res = client.Post("/v2/models/inline_echo/infer", req.dump());
-        if (res.status == 200 && json::parse(res.body)["outputs"][0]["data"] == json({c, i})) {
-          ++ok;
-        }
-      }
-      return ok;
-    }));
-  }
-  for (auto& r : results) EXPECT_EQ(r.get(), 20);
-  auto bad = client_->Post("/v2/models/inline_echo/infer",
-                           R"({"inputs":[{"name":"X","datatype":"INT32","shape":[1],"data":["a"]}]})");
+  auto input = [](int c, int i) { return json::array({c, i}); };
+  EXPECT_THAT(EchoFromConcurrentClients(server_->port(), "inline_echo", "X", input),
+              ::testing::Each(20));
+  auto bad =
+      client_->Post("/v2/models/inline_echo/infer",
+                    R"({"inputs":[{"name":"X","datatype":"INT32","shape":[1],"data":["a"]}]})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_EQ(json::parse(bad.body)["error"], "inputs[0] ('X').data[0]: \"a\" is not a valid INT32");
   const json stats = json::parse(client_->Get("/v2/models/inline_echo/stats").body);

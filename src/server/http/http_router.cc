@@ -431,7 +431,8 @@ void HttpRouter::HandleRepository(HttpRequest request, const std::string& target
     }
   }
   // The change runs on the service's loader thread; its answer comes back to this strand.
-  auto answer = [dispatch = connection.dispatch, reply, v, ka](const Result<ReloadReport>& result) {
+  auto answer = [dispatch = connection.dispatch, reply, v,
+                 ka](const Result<ReloadReport>& result) {
     dispatch([reply, v, ka, result] {
       if (!result.ok()) return reply(ErrorResponse(result.status(), v, ka));
       reply(JsonResponse(http::status::ok,

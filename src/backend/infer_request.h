@@ -78,11 +78,18 @@ struct InferRequest {
   std::function<bool()> cancelled;
 };
 
+// What a BatchItem holds until its backend fills it in.
+inline Status NoResponseYet() {
+  static const Status kNoResponse =
+      Status::Permanent(StatusCode::kInternal, "the backend produced no response for this request");
+  return kNoResponse;
+}
+
 // One request of a batch and the slot for its outcome. Backends fill `result` per request, so a
 // failure of one request does not fail the others.
 struct BatchItem {
   const InferRequest* request;  // not owned; outlives the execution
-  Result<InferResponse> result = Internal("the backend produced no response for this request");
+  Result<InferResponse> result = NoResponseYet();
 };
 using BatchView = std::span<BatchItem>;
 

@@ -25,6 +25,15 @@ Status::Status(StatusCode code, std::string message) {
   if (code != StatusCode::kOk) rep_ = std::make_shared<const Rep>(Rep{code, std::move(message)});
 }
 
+Status Status::Permanent(StatusCode code, std::string message) {
+  Status s;
+  if (code == StatusCode::kOk) return s;
+  // The aliasing constructor with no owner: a pointer without a control block to count in.
+  s.rep_ = std::shared_ptr<const Rep>(std::shared_ptr<const Rep>(),
+                                      new const Rep{code, std::move(message)});
+  return s;
+}
+
 std::string Status::ToString() const {
   if (ok()) return "OK";
   return std::string(StatusCodeName(code())) + ": " + rep_->message;

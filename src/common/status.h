@@ -37,6 +37,10 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message);
 
   static Status Ok() { return {}; }
+  // A Status for a sentinel that is set on every request and nearly always replaced, kept in a
+  // static: `static const Status kNone = Status::Permanent(...)`. Its payload is never freed, and
+  // copies share it without allocating or counting references.
+  static Status Permanent(StatusCode code, std::string message);
 
   bool ok() const { return rep_ == nullptr; }
   StatusCode code() const { return rep_ ? rep_->code : StatusCode::kOk; }

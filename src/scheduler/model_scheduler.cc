@@ -256,18 +256,16 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
 }
 
 void ModelScheduler::ExecuteInline(std::unique_ptr<Pending> p) {
-  Result<InferResponse> result = Internal("not executed");
   const auto start = Clock::now();
-  if (Status dead = DeadOutcome(*p, start); !dead.ok()) {
-    result = std::move(dead);
-  } else {
+  Result<InferResponse> result = [&]() -> Result<InferResponse> {
+    if (Status dead = DeadOutcome(*p, start); !dead.ok()) return dead;
     p->ledger.started = start;
-    std::vector<BatchItem> items{{p->request.get()}};
-    Execution execution{.items = BatchView(items), .tier = 1};
+    BatchItem item{p->request.get()};
+    Execution execution{.items = BatchView(&item, 1), .tier = 1};
     Status status = inline_instance_->Execute(execution);
-    result = status.ok() ? std::move(items[0].result) : Result<InferResponse>(status);
     CountExecution(execution, Clock::now() - start);
-  }
+    return status.ok() ? std::move(item.result) : Result<InferResponse>(status);
+  }();
   {
     std::lock_guard lock(mu_);
     --executing_;

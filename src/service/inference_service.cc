@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include <boost/container/small_vector.hpp>
+
 #include "common/logging.h"
 #include "common/strings.h"
 #include "config/config_parser.h"
@@ -661,21 +663,20 @@ std::vector<ModelInfo> InferenceService::ListModels() const {
 
 Status InferenceService::ValidateRequest(const ModelSignature& signature,
                                          const InferRequest& request) {
-  std::set<std::string> seen;
-  std::vector<std::string> names;
-  for (const auto& spec : signature.inputs) names.push_back(spec.name);
+  // Which of the model's inputs the request gives: every input must name one, at most once.
+  boost::container::small_vector<bool, 16> given(signature.inputs.size(), false);
   for (const auto& input : request.inputs) {
-    if (!seen.insert(input.name()).second) {
-      return InvalidArgument("input '" + input.name() + "' is given more than once");
-    }
-    const TensorSpec* spec = nullptr;
-    for (const auto& s : signature.inputs) {
-      if (s.name == input.name()) spec = &s;
-    }
-    if (!spec) {
+    size_t at = 0;
+    while (at < signature.inputs.size() && signature.inputs[at].name != input.name()) ++at;
+    if (at == signature.inputs.size()) {
+      std::vector<std::string> names;
+      for (const auto& spec : signature.inputs) names.push_back(spec.name);
       return InvalidArgument("unknown input '" + input.name() + "'; the model's inputs are " +
                              Join(names, ", "));
     }
+    if (given[at]) return InvalidArgument("input '" + input.name() + "' is given more than once");
+    given[at] = true;
+    const TensorSpec* spec = &signature.inputs[at];
     if (spec->type != input.type()) {
       return InvalidArgument("input '" + input.name() + "': expected datatype " +
                              std::string(DataTypeName(spec->type)) + ", found " +
@@ -688,9 +689,9 @@ Status InferenceService::ValidateRequest(const ModelSignature& signature,
     }
     MMS_RETURN_IF_ERROR(input.Validate());
   }
-  for (const auto& spec : signature.inputs) {
-    if (!spec.optional && !seen.count(spec.name)) {
-      return InvalidArgument("missing input '" + spec.name + "'");
+  for (size_t i = 0; i < signature.inputs.size(); ++i) {
+    if (!signature.inputs[i].optional && !given[i]) {
+      return InvalidArgument("missing input '" + signature.inputs[i].name + "'");
     }
   }
   for (const auto& out : request.requested_outputs) {

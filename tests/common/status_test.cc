@@ -20,6 +20,16 @@ TEST(StatusTest, ErrorCarriesCodeAndMessageWithContext) {
   EXPECT_EQ(s.ToString(), "NotFound: loading: model 'x'");
 }
 
+TEST(StatusTest, APermanentStatusIsAnErrorWhoseCopiesShareOnePayload) {
+  static const Status kGone = Status::Permanent(StatusCode::kCancelled, "gone");
+  const Status copy = kGone;
+  EXPECT_FALSE(copy.ok());
+  EXPECT_EQ(copy.ToString(), "Cancelled: gone");
+  EXPECT_EQ(copy.message().data(), kGone.message().data());
+  EXPECT_EQ(copy.WithContext("model 'm'").ToString(), "Cancelled: model 'm': gone");
+  EXPECT_TRUE(Status::Permanent(StatusCode::kOk, "ignored").ok());
+}
+
 Result<int> Half(int n) {
   if (n % 2) return InvalidArgument("odd");
   return n / 2;

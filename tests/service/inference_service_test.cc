@@ -87,6 +87,10 @@ TEST_F(InferenceServiceTest, ValidatesRequestsAgainstTheSignature) {
             "model 'a': missing input 'INPUT0'");
   EXPECT_THAT(std::string(Infer(*service, Ints("a", {1}, "OTHER")).status().message()),
               HasSubstr("unknown input 'OTHER'; the model's inputs are INPUT0, EXTRA"));
+  auto twice = Ints("a", {1});
+  twice->inputs.push_back(twice->inputs[0]);
+  EXPECT_EQ(Infer(*service, std::move(twice)).status().message(),
+            "model 'a': input 'INPUT0' is given more than once");
   auto wrong_version = Ints("a", {1});
   wrong_version->model_version = 2;
   EXPECT_EQ(Infer(*service, std::move(wrong_version)).status().code(), StatusCode::kNotFound);

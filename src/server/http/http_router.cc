@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
 #include <nlohmann/json.hpp>
 
 #include "server/http/json_codec.h"
@@ -160,9 +161,11 @@ HttpRouter::~HttpRouter() = default;
 namespace {
 
 // The path's segments: "/v2/models/m/" → {"v2", "models", "m"}. Empty ones (a doubled or a
-// trailing slash) are dropped. Routing on segments keeps std::regex off the request path.
-std::vector<std::string_view> Segments(std::string_view path) {
-  std::vector<std::string_view> out;
+// trailing slash) are dropped. Routing on segments keeps std::regex off the request path, and
+// the routes' segments fit without an allocation.
+using PathSegments = boost::container::small_vector<std::string_view, 8>;
+PathSegments Segments(std::string_view path) {
+  PathSegments out;
   size_t at = 0;
   while (at < path.size()) {
     size_t end = path.find('/', at);
@@ -174,7 +177,7 @@ std::vector<std::string_view> Segments(std::string_view path) {
 }
 
 // /v2/repository/models/{m}/load|unload: the model's name, else "".
-std::string_view RepositoryModelOp(const std::vector<std::string_view>& s) {
+std::string_view RepositoryModelOp(const PathSegments& s) {
   const bool op = s.size() == 5 && s[0] == "v2" && s[1] == "repository" && s[2] == "models" &&
                   (s[4] == "load" || s[4] == "unload");
   return op ? s[3] : std::string_view();
@@ -342,17 +345,14 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
     }
     header_length = n;
   }
-  Result<ParsedInferRequest> parsed = InvalidArgument("unparsed");
-  if (header_length == 0u) {
+  Result<ParsedInferRequest> parsed = [&]() -> Result<ParsedInferRequest> {
+    if (header_length != 0u) return ParseInferRequest(request.body(), header_length);
+    // A body of raw bytes only: its layout is the model's one input.
     auto info = service_.GetModel(name, ref.version, ref.label);
-    if (!info.ok()) return reply(ErrorResponse(info.status(), v, ka));
-    if (info->state != ModelState::kReady) {
-      return reply(ErrorResponse(Unavailable("model '" + name + "' is not ready"), v, ka));
-    }
-    parsed = ParseRawInferRequest(std::move(request.body()), info->signature);
-  } else {
-    parsed = ParseInferRequest(request.body(), header_length);
-  }
+    if (!info.ok()) return info.status();
+    if (info->state != ModelState::kReady) return Unavailable("model '" + name + "' is not ready");
+    return ParseRawInferRequest(std::move(request.body()), info->signature);
+  }();
   if (!parsed.ok()) return reply(ErrorResponse(parsed.status(), v, ka));
 
   auto infer = std::make_unique<InferRequest>(std::move(parsed->request));

@@ -239,11 +239,18 @@ std::optional<dom::element> Member(dom::object object, std::string_view key) {
   return e;
 }
 
-Result<RequestParams> ParseParameters(std::optional<dom::element> params,
-                                      const std::string& where) {
+// A field's path for error messages, such as "inputs[0] ('X')" + ".shape": joined only when an
+// error names it, not for every request.
+struct FieldPath {
+  std::string_view parent;
+  std::string_view field;
+  std::string str() const { return std::string(parent).append(field); }
+};
+
+Result<RequestParams> ParseParameters(std::optional<dom::element> params, FieldPath where) {
   RequestParams out;
   if (!params || params->is_null()) return out;
-  if (!params->is_object()) return InvalidArgument(where + ": expected an object");
+  if (!params->is_object()) return InvalidArgument(where.str() + ": expected an object");
   for (dom::key_value_pair kv : dom::object(*params)) {
     std::string key(kv.key);
     const dom::element v = kv.value;
@@ -262,19 +269,21 @@ Result<RequestParams> ParseParameters(std::optional<dom::element> params,
         out[key] = std::string(v.get_string().value_unsafe());
         break;
       default:
-        return InvalidArgument(where + "." + key + ": expected a string, number or bool, found " +
+        return InvalidArgument(where.str() + "." + key +
+                               ": expected a string, number or bool, found " +
                                Describe(v));
     }
   }
   return out;
 }
 
-Result<Shape> ParseShape(dom::element shape, const std::string& where) {
-  if (!shape.is_array()) return InvalidArgument(where + ": expected an array of integers");
+Result<Shape> ParseShape(dom::element shape, FieldPath where) {
+  if (!shape.is_array()) return InvalidArgument(where.str() + ": expected an array of integers");
   Shape out;
   for (dom::element d : dom::array(shape)) {
     if (d.type() != dom::element_type::INT64 || d.get_int64().value_unsafe() < 0) {
-      return InvalidArgument(where + ": expected non-negative integers, found " + Describe(d));
+      return InvalidArgument(where.str() + ": expected non-negative integers, found " +
+                             Describe(d));
     }
     out.push_back(d.get_int64().value_unsafe());
   }
@@ -306,9 +315,9 @@ Result<Tensor> ParseInput(dom::element element, size_t index, const std::string&
   }
   const auto shape_element = Member(input, "shape");
   if (!shape_element) return InvalidArgument(named + ".shape: missing");
-  MMS_ASSIGN_OR_RETURN(Shape shape, ParseShape(*shape_element, named + ".shape"));
+  MMS_ASSIGN_OR_RETURN(Shape shape, ParseShape(*shape_element, {named, ".shape"}));
   MMS_ASSIGN_OR_RETURN(RequestParams params,
-                       ParseParameters(Member(input, "parameters"), named + ".parameters"));
+                       ParseParameters(Member(input, "parameters"), {named, ".parameters"}));
   const auto count = ElementCount(shape);
   if (!count) return InvalidArgument(named + ".shape: too many elements");
 
@@ -516,7 +525,7 @@ Result<ParsedInferRequest> ParseInferRequest(const std::string& body,
     request.id = std::string(id->get_string().value_unsafe());
   }
   MMS_ASSIGN_OR_RETURN(request.parameters,
-                       ParseParameters(Member(doc, "parameters"), "parameters"));
+                       ParseParameters(Member(doc, "parameters"), {"parameters"}));
   const auto inputs = Member(doc, "inputs");
   if (!inputs || !inputs->is_array())
     return InvalidArgument("inputs: expected an array of tensors");
@@ -539,7 +548,7 @@ Result<ParsedInferRequest> ParseInferRequest(const std::string& body,
       const auto name = o.is_object() ? StringMember(dom::object(o), "name") : std::nullopt;
       if (!name) return InvalidArgument(where + ".name: expected a string");
       MMS_ASSIGN_OR_RETURN(RequestParams p, ParseParameters(Member(dom::object(o), "parameters"),
-                                                            where + ".parameters"));
+                                                            {where, ".parameters"}));
       request.requested_outputs.emplace_back(*name);
       if (BoolParam(p, "binary_data", false)) parsed.response.binary.emplace_back(*name);
     }

@@ -73,8 +73,8 @@ struct InferRequest {
   // it returns false when the client has gone away, which cancels the request. Optional.
   std::function<bool(const InferResponse&)> on_partial;
   // True once whoever asked no longer wants the answer (the client disconnected, the job was
-  // deleted): a queued request is then answered Cancelled without being executed. Any thread;
-  // optional.
+  // deleted): a queued request is then answered Cancelled without being executed, and a
+  // generation stops at its next token. Any thread; optional.
   std::function<bool()> cancelled;
 };
 

@@ -239,6 +239,11 @@ void LlamaGenerator::FinishOk(int seq, const std::string& reason) {
 
 bool LlamaGenerator::Sample(int seq) {
   Slot& slot = slots_[static_cast<size_t>(seq)];
+  // A client that left stops its generation at the next token, streamed or not.
+  if (slot.request->cancelled && slot.request->cancelled()) {
+    Finish(seq, Cancelled("the client went away"));
+    return false;
+  }
   const llama_token token = llama_sampler_sample(slot.sampler.get(), context_.get(), slot.logits_index);
   slot.logits_index = -1;
   if (llama_vocab_is_eog(vocab_, token)) {

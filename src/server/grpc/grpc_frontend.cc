@@ -382,7 +382,6 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
     std::unique_ptr<InferRequest> r = std::move(*decoded);
     r->deadline = Deadline(c);
     r->cancelled = [flag = call->cancelled] { return flag->load(); };
-    r->on_partial = [flag = call->cancelled](const InferResponse&) { return !flag->load(); };
     r->done = [call, out, model = r->model_name, id = r->id](Result<InferResponse> result) {
       if (result.ok()) Encode(*result, model, id, *out);
       call->Finish(ToGrpc(result.ok() ? Status::Ok() : result.status()));

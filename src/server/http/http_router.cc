@@ -329,7 +329,7 @@ void HttpRouter::HandleModel(const HttpRequest& request, const ModelRef& ref,
 void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply reply,
                              HttpConnection connection) {
   const std::string& name = ref.name;
-  HttpDispatch dispatch = connection.dispatch;
+  HttpDispatch dispatch = std::move(connection.dispatch);
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
   std::optional<size_t> header_length;
@@ -403,10 +403,8 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
     res.prepare_payload();
     reply(std::move(res));
   };
-  // A streaming backend asks after every piece whether to go on: stop when the client left;
-  // a request still queued when the client leaves is dropped without being executed.
-  infer->on_partial = [gone = connection.client_gone](const InferResponse&) { return !gone(); };
-  infer->cancelled = connection.client_gone;
+  // A client that leaves cancels the request: dropped while queued, stopped while generating.
+  infer->cancelled = std::move(connection.client_gone);
   infer->done = [dispatch = std::move(dispatch), respond = std::move(respond)](
                     Result<InferResponse> result) mutable {
     dispatch([respond = std::move(respond), result = std::move(result)]() mutable {

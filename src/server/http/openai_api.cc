@@ -219,9 +219,6 @@ Status ReadScheduling(const json& body, InferRequest& r) {
 void SubmitRequest(InferenceService& service, std::unique_ptr<InferRequest> r,
                    const HttpConnection& c, std::function<void(Result<InferResponse>)> on_strand) {
   r->cancelled = c.client_gone;
-  if (!r->on_partial) {
-    r->on_partial = [gone = c.client_gone](const InferResponse&) { return !gone(); };
-  }
   r->done = [dispatch = c.dispatch, f = std::move(on_strand)](Result<InferResponse> result) {
     dispatch([f, result = std::move(result)]() mutable { f(std::move(result)); });
   };

@@ -1,6 +1,7 @@
 // The llama backend on the generated tiny GGUF models, through the real service and scheduler.
 #include "backend/llama/llama_backend.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -428,6 +429,18 @@ TEST_F(LlamaBackendTest, StreamedPiecesAddUpToTheTextAndAGoneClientFreesTheSlot)
   auto cancelled = Submit(*service, std::move(gone)).get();
   EXPECT_EQ(cancelled.status().code(), StatusCode::kCancelled);
   EXPECT_EQ(pieces, 3);
+  EXPECT_TRUE(Submit(*service, Generate("next", 4)).get().ok()) << "the slot was freed";
+}
+
+TEST_F(LlamaBackendTest, AGenerationNotStreamedStopsWhenItsClientLeaves) {
+  auto service = Start(LlmYaml(1));
+  auto asked = std::make_shared<std::atomic<int>>(0);
+  auto r = Generate("Once upon a time", 200);
+  // Asked once by the queue, then at every token: the client leaves after the third.
+  r->cancelled = [asked] { return asked->fetch_add(1) >= 4; };
+  auto cancelled = Submit(*service, std::move(r)).get();
+  EXPECT_EQ(cancelled.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(asked->load(), 5);
   EXPECT_TRUE(Submit(*service, Generate("next", 4)).get().ok()) << "the slot was freed";
 }
 

@@ -410,11 +410,16 @@ void AppendFloat(std::string& out, T v) {
   out.append(buf, WriteFloat(buf, v));
 }
 
-// Appends "[v0,v1,...]", writing element i with write(p, i) straight into `out`'s buffer.
-template <typename Write>
+// The most characters WriteInteger writes for one T: its digits and a sign.
+template <typename T>
+constexpr size_t kMaxIntegerChars = std::numeric_limits<T>::digits10 + 2;
+
+// Appends "[v0,v1,...]", writing element i (at most kWidth characters) with write(p, i) straight
+// into `out`'s buffer.
+template <size_t kWidth, typename Write>
 void AppendArray(std::string& out, size_t n, Write write) {
   const size_t start = out.size();
-  out.resize(start + 2 + n * (kMaxNumberChars + 1));
+  out.resize(start + 2 + n * (kWidth + 1));
   char* p = out.data() + start;
   *p++ = '[';
   for (size_t i = 0; i < n; ++i) {
@@ -427,12 +432,14 @@ void AppendArray(std::string& out, size_t n, Write write) {
 
 template <typename T>
 void AppendIntegers(std::string& out, const std::string& d, size_t n) {
-  AppendArray(out, n, [&](char* p, size_t i) { return WriteInteger(p, Get<T>(d, i)); });
+  AppendArray<kMaxIntegerChars<T>>(
+      out, n, [&](char* p, size_t i) { return WriteInteger(p, Get<T>(d, i)); });
 }
 
 template <typename T, typename Decode>
 void AppendFloats(std::string& out, const std::string& d, size_t n, Decode decode) {
-  AppendArray(out, n, [&](char* p, size_t i) { return WriteFloat(p, decode(Get<T>(d, i))); });
+  AppendArray<kMaxNumberChars>(
+      out, n, [&](char* p, size_t i) { return WriteFloat(p, decode(Get<T>(d, i))); });
 }
 
 void AppendData(std::string& out, const Tensor& t) {
@@ -442,7 +449,7 @@ void AppendData(std::string& out, const Tensor& t) {
   const auto same = [](auto v) { return v; };
   switch (t.type()) {
     case DataType::kBool:
-      return AppendArray(out, n, [&](char* p, size_t i) {
+      return AppendArray<5>(out, n, [&](char* p, size_t i) {
         return Get<uint8_t>(d, i) ? std::copy_n("true", 4, p) : std::copy_n("false", 5, p);
       });
     case DataType::kUint8:

@@ -123,6 +123,32 @@ TEST(JsonCodecTest, FloatsAreWrittenInTheShortestFormOfTheirOwnType) {
   EXPECT_THAT(body, HasSubstr("\"data\":[0.1,3.0,-1e-30,null]")) << body;
 }
 
+template <typename T>
+std::string Extremes(DataType type) {
+  const T values[] = {std::numeric_limits<T>::lowest(), 0, std::numeric_limits<T>::max()};
+  InferResponse response;
+  response.outputs.emplace_back("y", type, Shape{3},
+                                std::string(reinterpret_cast<const char*>(values), sizeof values));
+  ResponseContext ctx;
+  ctx.model_name = "m";
+  const std::string body = EncodeInferResponse(response, ctx).body;
+  const auto at = body.find("\"data\":");
+  return at == std::string::npos ? body : body.substr(at + 7, body.find(']', at) - at - 6);
+}
+
+TEST(JsonCodecTest, EveryIntegerTypeWritesItsWidestValuesWhole) {
+  EXPECT_EQ(Extremes<int8_t>(DataType::kInt8), "[-128,0,127]");
+  EXPECT_EQ(Extremes<uint8_t>(DataType::kUint8), "[0,0,255]");
+  EXPECT_EQ(Extremes<int16_t>(DataType::kInt16), "[-32768,0,32767]");
+  EXPECT_EQ(Extremes<uint16_t>(DataType::kUint16), "[0,0,65535]");
+  EXPECT_EQ(Extremes<int32_t>(DataType::kInt32), "[-2147483648,0,2147483647]");
+  EXPECT_EQ(Extremes<uint32_t>(DataType::kUint32), "[0,0,4294967295]");
+  EXPECT_EQ(Extremes<int64_t>(DataType::kInt64), "[-9223372036854775808,0,9223372036854775807]");
+  EXPECT_EQ(Extremes<uint64_t>(DataType::kUint64), "[0,0,18446744073709551615]");
+  EXPECT_EQ(Extremes<double>(DataType::kFp64),
+            "[-1.7976931348623157e+308,0.0,1.7976931348623157e+308]");
+}
+
 TEST(JsonCodecTest, TheResponseEscapesNamesAndCarriesParameters) {
   InferResponse response;
   response.outputs.emplace_back("a \"quoted\"\nname", DataType::kInt32, Shape{1},

@@ -39,26 +39,26 @@ constexpr size_t kReadBufferBytes = 16 * 1024;
 constexpr size_t kMaxDrainBytes = 256u << 20;
 constexpr auto kDrainTimeout = std::chrono::seconds(10);
 
-// Counts requests between "read complete" and "response written", for graceful shutdown.
+// Counts requests between "read complete" and "response written", for graceful shutdown. The
+// count is an atomic that both I/O threads touch; the lock is taken only when it drops to zero.
 class InProgress {
  public:
-  void Begin() {
-    std::lock_guard lock(mu_);
-    ++count_;
-  }
+  void Begin() { count_.fetch_add(1, std::memory_order_relaxed); }
   void End() {
+    if (count_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    // Notified under the lock: a waiter that saw a count above zero is already waiting.
     std::lock_guard lock(mu_);
-    if (--count_ == 0) idle_.notify_all();
+    idle_.notify_all();
   }
   bool WaitIdle(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mu_);
-    return idle_.wait_for(lock, timeout, [&] { return count_ == 0; });
+    return idle_.wait_for(lock, timeout, [&] { return count_.load() == 0; });
   }
 
  private:
+  std::atomic<int64_t> count_{0};
   std::mutex mu_;
   std::condition_variable idle_;
-  int64_t count_ = 0;
 };
 
 struct Shared {

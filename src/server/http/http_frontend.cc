@@ -2,10 +2,12 @@
 
 #include <sys/socket.h>
 
+#include <array>
 #include <cerrno>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <string>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -334,14 +336,45 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (status) res.result(*status);
     if (shared_.draining || refuse_) res.keep_alive(false);
     AddCorsHeaders(res.base());
-    auto response = std::make_shared<HttpResponse>(std::move(res));
-    http::async_write(stream_, *response,
-                      [self = shared_from_this(), response](beast::error_code ec, size_t) {
-                        self->shared_.in_progress.End();
-                        if (ec) return self->Close();
-                        if (!response->keep_alive()) return self->Drain();
-                        self->Read();
-                      });
+    // One answer is written at a time per connection: it and its header text live here until
+    // the write completes.
+    answer_ = std::move(res);
+    WriteHeader(answer_, answer_header_);
+    const std::array<net::const_buffer, 2> buffers{net::buffer(answer_header_),
+                                                   net::buffer(answer_.body())};
+    net::async_write(stream_, buffers, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->shared_.in_progress.End();
+      if (ec) return self->Close();
+      if (!self->answer_.keep_alive()) return self->Drain();
+      self->Read();
+    });
+  }
+
+  // The status line and the fields of `res` as HTTP/1.x text, ending with the empty line. Every
+  // answer written here carries its Content-Length (streams are written by Stream), so its
+  // header is only that: Beast's serializer, made for chunked and streamed bodies too, cost as
+  // much CPU as the rest of the write.
+  static void WriteHeader(const HttpResponse& res, std::string& out) {
+    out.clear();
+    out += "HTTP/";
+    out += static_cast<char>('0' + res.version() / 10);
+    out += '.';
+    out += static_cast<char>('0' + res.version() % 10);
+    out += ' ';
+    out += std::to_string(res.result_int());
+    out += ' ';
+    const auto reason = res.reason();
+    out.append(reason.data(), reason.size());
+    out += "\r\n";
+    for (const auto& field : res.base()) {
+      const auto name = field.name_string();
+      const auto value = field.value();
+      out.append(name.data(), name.size());
+      out += ": ";
+      out.append(value.data(), value.size());
+      out += "\r\n";
+    }
+    out += "\r\n";
   }
 
   // Half-closes and discards what the client still sends (bounded), then closes.
@@ -382,6 +415,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<char> discard_;
   size_t drained_ = 0;
   // Streaming (server-sent events) state; strand only, except broken_.
+  HttpResponse answer_;          // being written by Write
+  std::string answer_header_;   // its header text
   std::optional<http::response<http::empty_body>> header_;
   std::optional<http::response_serializer<http::empty_body>> serializer_;
   std::deque<std::string> out_;

@@ -179,8 +179,17 @@ template <typename PutOne>
     ++index;
     return true;
   }
+  // Scalars in the loop, only a nested array by recursion: a call per value cost as much as
+  // storing it.
   for (dom::element e : dom::array(value)) {
-    if (!PutAll(e, out, index, bad, put)) return false;
+    if (e.is_array()) {
+      if (!PutAll(e, out, index, bad, put)) return false;
+    } else if (put(e, out)) {
+      ++index;
+    } else {
+      bad = e;
+      return false;
+    }
   }
   return true;
 }

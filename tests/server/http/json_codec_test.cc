@@ -98,6 +98,8 @@ TEST(JsonCodecTest, ErrorsNameTheField) {
             "inputs[0] ('x').data: shape [2] needs 2 elements, found 1");
   EXPECT_EQ(error(R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[300]}]})"),
             "inputs[0] ('x').data[0]: 300 is not a valid INT8");
+  EXPECT_EQ(error(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[2,2],"data":[[1,2],[3,"4"]]}]})"),
+            "inputs[0] ('x').data[3]: \"4\" is not a valid INT32");
   EXPECT_EQ(error(R"({"inputs":[{"name":"x","datatype":"UINT8","shape":[1],"data":[-1]}]})"),
             "inputs[0] ('x').data[0]: -1 is not a valid UINT8");
   EXPECT_EQ(error(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1.5]}]})"),

@@ -257,7 +257,7 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
     return reply(JsonResponse(http::status::ok, json{{"model_stats", stats}}.dump(), v, ka));
   }
   if (target.starts_with("/v2/repository/")) {
-    return HandleRepository(std::move(request), target, reply, std::move(connection));
+    return HandleRepository(std::move(request), target, std::move(reply), std::move(connection));
   }
   const auto seg = Segments(target);
   if (seg.size() == 3 && seg[0] == "v2" && seg[1] == "jobs" &&
@@ -291,7 +291,7 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
         return reply(MethodNotAllowed(want_post ? "POST" : "GET", target, v, ka));
       }
       if (action == "infer") {
-        return HandleInfer(std::move(request), ref, reply, std::move(connection));
+        return HandleInfer(std::move(request), ref, std::move(reply), std::move(connection));
       }
       return HandleModel(request, ref, action, reply);
     }

@@ -445,6 +445,11 @@ void AppendIntegers(std::string& out, const std::string& d, size_t n) {
       out, n, [&](char* p, size_t i) { return WriteInteger(p, Get<T>(d, i)); });
 }
 
+void AppendIntegers(std::string& out, const Shape& shape) {
+  AppendArray<kMaxIntegerChars<int64_t>>(
+      out, shape.size(), [&](char* p, size_t i) { return WriteInteger(p, shape[i]); });
+}
+
 template <typename T, typename Decode>
 void AppendFloats(std::string& out, const std::string& d, size_t n, Decode decode) {
   AppendArray<kMaxNumberChars>(
@@ -543,8 +548,9 @@ Result<ParsedInferRequest> ParseInferRequest(const std::string& body,
   MMS_ASSIGN_OR_RETURN(request.parameters,
                        ParseParameters(Member(doc, "parameters"), {"parameters"}));
   const auto inputs = Member(doc, "inputs");
-  if (!inputs || !inputs->is_array())
+  if (!inputs || !inputs->is_array()) {
     return InvalidArgument("inputs: expected an array of tensors");
+  }
   size_t binary_offset = json_size;
   size_t i = 0;
   for (dom::element input : dom::array(*inputs)) {
@@ -649,12 +655,8 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const Respons
     AppendString(j, t.name());
     j += ",\"datatype\":\"";
     j += DataTypeName(t.type());
-    j += "\",\"shape\":[";
-    for (size_t d = 0; d < t.shape().size(); ++d) {
-      if (d) j += ',';
-      AppendInteger(j, t.shape()[d]);
-    }
-    j += ']';
+    j += "\",\"shape\":";
+    AppendIntegers(j, t.shape());
     const bool as_binary =
         ctx.raw || ctx.all_binary ||
         std::find(ctx.binary.begin(), ctx.binary.end(), t.name()) != ctx.binary.end();

@@ -175,7 +175,8 @@ int Serve(const ServeOptions& options) {
         {.host = global.host,
          .port = *global.grpc_port,
          .access = Access(global.api_key, global.admin_key),
-         .max_message_bytes = static_cast<size_t>(global.max_request_mb) << 20},
+         .max_message_bytes = static_cast<size_t>(global.max_request_mb) << 20,
+         .max_in_flight = global.max_in_flight},
         service);
     if (!started.ok()) {
       spdlog::error("{}", started.status().ToString());

@@ -26,7 +26,8 @@ inline bool BoolParam(const RequestParams& params, const std::string& key, bool 
   const bool* b = it == params.end() ? nullptr : std::get_if<bool>(&it->second);
   return b ? *b : fallback;
 }
-template <typename T>  // integers and floating-point values, converted to T
+// For parameters the server set itself (token counts in a response): converted to T.
+template <typename T>
 T NumberParam(const RequestParams& params, const std::string& key, T fallback) {
   auto it = params.find(key);
   if (it == params.end()) return fallback;
@@ -34,6 +35,13 @@ T NumberParam(const RequestParams& params, const std::string& key, T fallback) {
   if (const auto* d = std::get_if<double>(&it->second)) return static_cast<T>(*d);
   return fallback;
 }
+// For parameters a client sent: `fallback` when absent; otherwise a number within [lo, hi] or an
+// error that names the parameter and the range. Never narrowed, wrapped or clamped silently
+// (gRPC's uint64 2^32+3 is not 3). IntParam takes whole doubles too.
+Result<int64_t> IntParam(const RequestParams& params, const std::string& key, int64_t fallback,
+                         int64_t lo, int64_t hi);
+Result<double> RealParam(const RequestParams& params, const std::string& key, double fallback,
+                         double lo, double hi);
 inline std::string StringParam(const RequestParams& params, const std::string& key) {
   auto it = params.find(key);
   const std::string* s = it == params.end() ? nullptr : std::get_if<std::string>(&it->second);

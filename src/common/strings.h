@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,5 +18,19 @@ std::string FormatMib(int64_t bytes);
 std::string FormatWholeMib(int64_t bytes);
 // Standard base64 (RFC 4648 §4, with padding).
 std::string Base64Encode(std::string_view bytes);
+
+// Strict UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool IsValidUtf8(std::string_view text);
+// `text` with every byte that is not part of valid UTF-8 replaced by U+FFFD: for text that
+// leaves the server in a protocol that requires UTF-8 (JSON, protobuf strings).
+std::string ToValidUtf8(std::string_view text);
+// At most `max_chars` bytes of `text` (cut on a character boundary), with "..." when cut: for
+// quoting client or file input in a message without echoing all of it.
+std::string Abbreviate(std::string_view text, size_t max_chars = 40);
+// A whole decimal integer ("-12", "+7"; no spaces, no other characters) that fits in int64_t,
+// else nullopt. Linear, no locale, no exceptions.
+std::optional<int64_t> ParseInt64(std::string_view text);
+// a × b, or nullopt when it would overflow.
+std::optional<int64_t> CheckedMul(int64_t a, int64_t b);
 
 }  // namespace mmserve

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <limits>
 
+#include "common/strings.h"
+
 namespace mmserve {
 namespace {
 
@@ -68,18 +70,25 @@ bool ShapeMatches(const Shape& pattern, const Shape& shape) {
 }
 
 Status Tensor::Validate() const {
+  for (int64_t d : shape_) {
+    if (d < 0) {
+      return InvalidArgument("input '" + name_ + "': shape " + ShapeToString(shape_) +
+                             " must have non-negative dimensions");
+    }
+  }
   auto count = ElementCount(shape_);
   if (!count) {
     return InvalidArgument("input '" + name_ + "': shape " + ShapeToString(shape_) +
-                           " must have non-negative dimensions");
+                           " has more elements than any tensor can hold");
   }
   if (type_ != DataType::kBytes) {
-    const uint64_t expected = static_cast<uint64_t>(*count) * DataTypeSize(type_);
-    if (expected != data_.size()) {
+    // Checked: a shape whose byte size wraps around must not match a short (or empty) body.
+    const auto expected = CheckedMul(*count, static_cast<int64_t>(DataTypeSize(type_)));
+    if (!expected || static_cast<uint64_t>(*expected) != data_.size()) {
       return InvalidArgument("input '" + name_ + "': shape " + ShapeToString(shape_) + " of " +
                              std::string(DataTypeName(type_)) + " needs " +
-                             std::to_string(expected) + " bytes, found " +
-                             std::to_string(data_.size()));
+                             (expected ? std::to_string(*expected) : "more than 2^63") +
+                             " bytes, found " + std::to_string(data_.size()));
     }
     return Status::Ok();
   }

@@ -3,15 +3,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 #include <thread>
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/json.h"
 #include "common/strings.h"
 
 namespace mmserve {
@@ -29,51 +31,109 @@ SourceLocation ToLocation(const std::string& file, const YAML::Mark& mark) {
   return {.file = file, .line = mark.line + 1, .column = mark.column + 1};
 }
 
+// A plain YAML number as YAML 1.2's core schema reads it: [-+]?digits, or a decimal fraction with
+// an optional exponent. Scanned by hand (linear; std::regex recursed once per character).
+bool IsYamlInteger(std::string_view s) {
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool IsYamlFloat(std::string_view s) {
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  size_t i = 0, digits = 0;
+  const auto is_digit = [&] { return i < s.size() && s[i] >= '0' && s[i] <= '9'; };
+  while (is_digit()) ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (is_digit()) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    if (!is_digit()) return false;
+    while (is_digit()) ++i;
+  }
+  return i == s.size();
+}
+
 json ScalarToJson(const YAML::Node& node) {
   const std::string& text = node.Scalar();
   if (node.Tag() == "!") return text;  // quoted: always a string
   if (text.empty() || text == "~" || text == "null") return nullptr;
   if (text == "true" || text == "True") return true;
   if (text == "false" || text == "False") return false;
-  static const std::regex kInt(R"([-+]?[0-9]+)");
-  static const std::regex kFloat(R"([-+]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][-+]?[0-9]+)?)");
-  try {
-    if (std::regex_match(text, kInt)) return std::stoll(text);
-    if (std::regex_match(text, kFloat)) return std::stod(text);
-  } catch (const std::out_of_range&) {
-    // Too large for a number: keep the text; the typed reader reports it.
+  if (IsYamlInteger(text)) {
+    // Too large for an integer: keep the text; the typed reader reports it.
+    if (auto n = ParseInt64(text)) return *n;
+    return text;
+  }
+  if (IsYamlFloat(text)) {
+    errno = 0;
+    const double d = std::strtod(text.c_str(), nullptr);
+    if (errno != ERANGE && std::isfinite(d)) return d;
   }
   return text;
 }
 
-json ToJson(const YAML::Node& node, const std::string& path, const std::string& file,
-            Params::Locations& locations) {
-  locations[path] = ToLocation(file, node.Mark());
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      json out = json::object();
-      for (const auto& kv : node) {
-        const std::string key = kv.first.Scalar();
-        const std::string child = path.empty() ? key : path + "." + key;
-        out[key] = ToJson(kv.second, child, file, locations);
-        locations[Params::KeyPath(child)] = ToLocation(file, kv.first.Mark());
-        if (locations[child].line == 0) locations[child] = locations[Params::KeyPath(child)];
+// Converts the YAML tree to JSON with a location per field path. Strings must be text: a NUL or
+// invalid UTF-8 is an error at its position (both would break every consumer of the name, path
+// or message). yaml-cpp bounds the nesting (DeepRecursion), so the recursion here is bounded too.
+class TreeBuilder {
+ public:
+  TreeBuilder(const std::string& file, Params::Locations& locations, ConfigErrors& errors)
+      : file_(file), locations_(locations), errors_(errors) {}
+
+  json Build(const YAML::Node& node, const std::string& path) {
+    locations_[path] = ToLocation(file_, node.Mark());
+    switch (node.Type()) {
+      case YAML::NodeType::Map: {
+        json out = json::object();
+        for (const auto& kv : node) {
+          const std::string key = kv.first.Scalar();
+          CheckText(key, path.empty() ? "(key)" : path + ".(key)", kv.first.Mark());
+          const std::string child = path.empty() ? key : path + "." + key;
+          out[key] = Build(kv.second, child);
+          locations_[Params::KeyPath(child)] = ToLocation(file_, kv.first.Mark());
+          if (locations_[child].line == 0) locations_[child] = locations_[Params::KeyPath(child)];
+        }
+        return out;
       }
-      return out;
-    }
-    case YAML::NodeType::Sequence: {
-      json out = json::array();
-      for (size_t i = 0; i < node.size(); ++i) {
-        out.push_back(ToJson(node[i], path + "[" + std::to_string(i) + "]", file, locations));
+      case YAML::NodeType::Sequence: {
+        json out = json::array();
+        for (size_t i = 0; i < node.size(); ++i) {
+          out.push_back(Build(node[i], path + "[" + std::to_string(i) + "]"));
+        }
+        return out;
       }
-      return out;
+      case YAML::NodeType::Scalar:
+        CheckText(node.Scalar(), path.empty() ? "(document)" : path, node.Mark());
+        return ScalarToJson(node);
+      default:
+        return nullptr;
     }
-    case YAML::NodeType::Scalar:
-      return ScalarToJson(node);
-    default:
-      return nullptr;
   }
-}
+
+ private:
+  void CheckText(const std::string& text, const std::string& field, const YAML::Mark& mark) {
+    std::string problem;
+    if (text.find('\0') != std::string::npos) {
+      problem = "a NUL character";
+    } else if (!IsValidUtf8(text)) {
+      problem = "bytes that are not UTF-8";
+    } else {
+      return;
+    }
+    errors_.Add({.where = ToLocation(file_, mark),
+                 .field = Abbreviate(ToValidUtf8(field), 80),
+                 .expected = "UTF-8 text",
+                 .found = problem});
+  }
+
+  const std::string& file_;
+  Params::Locations& locations_;
+  ConfigErrors& errors_;
+};
 
 std::string JoinInts(const std::vector<int>& values) {
   std::vector<std::string> parts;
@@ -95,7 +155,9 @@ std::optional<std::chrono::milliseconds> ReadDuration(
     parsed = ParseDuration(v->get<std::string>());
   }
   if (!parsed) {
-    r.Error(key, "a duration (seconds, or \"500ms\", \"30s\", \"5m\", \"1h\"; -1 = forever)",
+    r.Error(key,
+            "a duration (seconds, or \"500ms\", \"30s\", \"5m\", \"1h\"; at most 100 years; "
+            "-1 = forever)",
             DescribeFound(*v));
     return fallback;
   }
@@ -119,40 +181,96 @@ int ReadPriority(ParamReader& r) {
   return kDefaultPriority;
 }
 
-// Stage names: the forms the preprocess/postprocess stages understand.
+// Stage names: the forms the preprocess/postprocess stages understand, matched by hand (a cursor
+// over the text; linear, no backtracking).
+class Cursor {
+ public:
+  explicit Cursor(std::string_view s) : s_(s) {}
+  bool Lit(std::string_view word) {
+    if (s_.substr(0, word.size()) != word) return false;
+    s_.remove_prefix(word.size());
+    return true;
+  }
+  bool Digits(bool nonzero_first) {  // [1-9][0-9]* or [0-9]+
+    size_t n = 0;
+    while (n < s_.size() && s_[n] >= '0' && s_[n] <= '9') ++n;
+    if (n == 0 || (nonzero_first && s_[0] == '0')) return false;
+    s_.remove_prefix(n);
+    return true;
+  }
+  bool Positive() { return Digits(true); }
+  bool Done() const { return s_.empty(); }
+
+ private:
+  std::string_view s_;
+};
+
+struct StageForm {
+  const char* name;
+  bool (*matches)(Cursor);
+};
+
 void CheckStage(ParamReader& r, const std::string& key, const std::string& value,
-                const std::vector<std::pair<std::regex, std::string>>& forms) {
+                const std::vector<StageForm>& forms) {
   if (value.empty()) return;
   std::vector<std::string> names;
-  for (const auto& [pattern, name] : forms) {
-    if (std::regex_match(value, pattern)) return;
-    names.push_back(name);
+  for (const auto& form : forms) {
+    if (form.matches(Cursor(value))) return;
+    names.push_back(form.name);
   }
-  r.Error(key, "one of " + Join(names, ", "), "\"" + value + "\"");
+  r.Error(key, "one of " + Join(names, ", "), "\"" + Abbreviate(value) + "\"");
 }
 
-const std::vector<std::pair<std::regex, std::string>>& PreprocessForms() {
-  static const std::vector<std::pair<std::regex, std::string>> kForms = {
-      {std::regex("none"), "none"},
-      {std::regex("resize_[1-9][0-9]*"), "resize_<N>"},
-      {std::regex("resize_[1-9][0-9]*x[1-9][0-9]*"), "resize_<W>x<H>"},
-      {std::regex("resize_[1-9][0-9]*_center_crop(_[1-9][0-9]*)?"),
-       "resize_<N>_center_crop[_<C>]"},
-      {std::regex("letterbox_[1-9][0-9]*"), "letterbox_<N>"},
+const std::vector<StageForm>& PreprocessForms() {
+  static const std::vector<StageForm> kForms = {
+      {"none", [](Cursor c) { return c.Lit("none") && c.Done(); }},
+      {"resize_<N>", [](Cursor c) { return c.Lit("resize_") && c.Positive() && c.Done(); }},
+      {"resize_<W>x<H>",
+       [](Cursor c) {
+         return c.Lit("resize_") && c.Positive() && c.Lit("x") && c.Positive() && c.Done();
+       }},
+      {"resize_<N>_center_crop[_<C>]",
+       [](Cursor c) {
+         if (!(c.Lit("resize_") && c.Positive() && c.Lit("_center_crop"))) return false;
+         return c.Done() || (c.Lit("_") && c.Positive() && c.Done());
+       }},
+      {"letterbox_<N>", [](Cursor c) { return c.Lit("letterbox_") && c.Positive() && c.Done(); }},
   };
   return kForms;
 }
 
-const std::vector<std::pair<std::regex, std::string>>& PostprocessForms() {
-  static const std::vector<std::pair<std::regex, std::string>> kForms = {
-      {std::regex("none"), "none"},
-      {std::regex("softmax"), "softmax"},
-      {std::regex("sigmoid"), "sigmoid"},
-      {std::regex("argmax"), "argmax"},
-      {std::regex("topk_[1-9][0-9]*"), "topk_<K>"},
-      {std::regex("nms_threshold_(0?\\.[0-9]+|1(\\.0*)?)"), "nms_threshold_<0..1>"},
+const std::vector<StageForm>& PostprocessForms() {
+  static const std::vector<StageForm> kForms = {
+      {"none", [](Cursor c) { return c.Lit("none") && c.Done(); }},
+      {"softmax", [](Cursor c) { return c.Lit("softmax") && c.Done(); }},
+      {"sigmoid", [](Cursor c) { return c.Lit("sigmoid") && c.Done(); }},
+      {"argmax", [](Cursor c) { return c.Lit("argmax") && c.Done(); }},
+      {"topk_<K>", [](Cursor c) { return c.Lit("topk_") && c.Positive() && c.Done(); }},
+      {"nms_threshold_<0..1>",
+       [](Cursor c) {
+         if (!c.Lit("nms_threshold_")) return false;
+         if (c.Lit("1")) {  // 1, 1., 1.000
+           if (c.Done()) return true;
+           if (!c.Lit(".")) return false;
+           while (c.Lit("0")) {
+           }
+           return c.Done();
+         }
+         c.Lit("0");  // 0.45 or .45
+         return c.Lit(".") && c.Digits(false) && c.Done();
+       }},
   };
   return kForms;
+}
+
+// Model and label names: letters, digits, '_', '-' or '.', and not "." or ".." (a name becomes a
+// URL segment and may become a file name).
+bool IsValidName(std::string_view name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-' || c == '.';
+  });
 }
 
 // ---- the parser ------------------------------------------------------------------------------
@@ -170,7 +288,7 @@ class Parser {
       if (!root.IsDefined() || root.IsNull()) {
         root = YAML::Node(YAML::NodeType::Map);
       }
-      tree = ToJson(root, "", file_, *locations);
+      tree = TreeBuilder(file_, *locations, errors_).Build(root, "");
     } catch (const YAML::Exception& e) {
       errors_.Add({.where = ToLocation(file_, e.mark),
                    .field = "(document)",
@@ -309,8 +427,9 @@ class Parser {
     m.name = r.String("name", "");
     if (!r.Has("name")) {
       r.Error("name", "a model name", "nothing");
-    } else if (!m.name.empty() && !std::regex_match(m.name, std::regex("[A-Za-z0-9_.-]+"))) {
-      r.Error("name", "letters, digits, '_', '-' or '.'", "\"" + m.name + "\"");
+    } else if (!m.name.empty() && !IsValidName(m.name)) {
+      r.Error("name", "letters, digits, '_', '-' or '.' (not \".\" or \"..\")",
+              "\"" + Abbreviate(m.name) + "\"");
     } else if (auto [it, inserted] = names_.emplace(m.name, m.where); !inserted) {
       r.Error("name", "a unique model name (first defined at " + it->second.ToString() + ")",
               "\"" + m.name + "\" again");
@@ -589,7 +708,7 @@ class Parser {
       ParamReader l(*labels, errors_);
       for (const auto& [label, value] : labels->value().items()) {
         const int64_t version = l.Int(label, 0, 1, int64_t{1} << 40);
-        if (!std::regex_match(label, std::regex("[A-Za-z0-9_.-]+"))) {
+        if (!IsValidName(label)) {
           l.Error(label, "a label of letters, digits, '_', '-' or '.'", "\"" + label + "\"");
         } else if (version >= 1 && !served.empty() && !is_served(version)) {
           l.Error(label, served_text, std::to_string(version));
@@ -629,7 +748,7 @@ class Parser {
       j["=size"] = static_cast<int64_t>(fs::file_size(v.path, ec));
       j["=mtime"] = static_cast<int64_t>(fs::last_write_time(v.path, ec).time_since_epoch().count());
     }
-    return j.dump();
+    return DumpJson(j);
   }
 
   // queue: {max_size, levels: {<level>: {max_size, timeout_ms}}}. Reads after timeout_ms.
@@ -768,17 +887,28 @@ class Parser {
 }  // namespace
 
 std::optional<std::optional<std::chrono::milliseconds>> ParseDuration(const std::string& text) {
-  static const std::regex kDuration(R"((-?[0-9]+)(ms|s|m|h)?)");
-  std::smatch match;
-  if (!std::regex_match(text, match, kDuration)) return std::nullopt;
-  const int64_t n = std::stoll(match[1].str());
-  if (n < 0) {
-    if (n == -1 && !match[2].matched) return std::optional<std::chrono::milliseconds>();
+  std::string_view number = text;
+  int64_t factor = 1000;  // seconds without a unit
+  for (const auto& [unit, ms] : {std::pair<std::string_view, int64_t>{"ms", 1}, {"s", 1000},
+                                 {"m", 60'000}, {"h", 3'600'000}}) {
+    if (number.size() > unit.size() && number.ends_with(unit)) {
+      number.remove_suffix(unit.size());
+      factor = ms;
+      break;
+    }
+  }
+  const bool has_unit = number.size() != text.size();
+  if (number.empty() || number[0] == '+') return std::nullopt;
+  const auto n = ParseInt64(number);
+  if (!n) return std::nullopt;
+  if (*n < 0) {
+    if (*n == -1 && !has_unit) return std::optional<std::chrono::milliseconds>();
     return std::nullopt;
   }
-  const std::string unit = match[2].matched ? match[2].str() : "s";
-  const int64_t factor = unit == "ms" ? 1 : unit == "s" ? 1000 : unit == "m" ? 60'000 : 3'600'000;
-  return std::optional<std::chrono::milliseconds>(std::chrono::milliseconds(n * factor));
+  // Bounded so that now + duration never overflows a clock (steady_clock counts nanoseconds).
+  const auto ms = CheckedMul(*n, factor);
+  if (!ms || *ms > kMaxDurationMs) return std::nullopt;
+  return std::optional<std::chrono::milliseconds>(std::chrono::milliseconds(*ms));
 }
 
 Result<ServerConfig> ParseConfig(const std::string& yaml, const std::string& file,

@@ -30,7 +30,9 @@ Result<std::vector<ModelConfig>> ParseModelEntry(const nlohmann::json& entry,
                                                  const BackendCatalog& catalog);
 
 // Durations in the YAML: an integer number of seconds, or "250ms", "30s", "5m", "1h"; -1 is
-// "forever" (nullopt).
+// "forever" (nullopt). At most kMaxDurationMs (100 years): longer ones, and numbers that do not
+// fit in 64 bits, are not durations (nullopt), so that no deadline arithmetic can overflow.
+constexpr int64_t kMaxDurationMs = int64_t{100} * 365 * 24 * 3'600'000;
 std::optional<std::optional<std::chrono::milliseconds>> ParseDuration(const std::string& text);
 
 }  // namespace mmserve

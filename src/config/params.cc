@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/json.h"
 #include "common/strings.h"
 
 namespace mmserve {
@@ -10,8 +11,8 @@ std::string DescribeFound(const nlohmann::json& value) {
   if (value.is_object()) return "a map";
   if (value.is_array()) return "a list";
   if (value.is_null()) return "nothing";
-  if (value.is_string()) return "\"" + value.get<std::string>() + "\"";
-  return value.dump();
+  if (value.is_string()) return "\"" + Abbreviate(ToValidUtf8(value.get<std::string>())) + "\"";
+  return QuoteJson(value);
 }
 
 SourceLocation Params::LocationOf(const std::string& field_path) const {
@@ -68,7 +69,7 @@ double ParamReader::Double(const std::string& key, double fallback, double min, 
   const auto* v = Find(key);
   if (!v) return fallback;
   if (!v->is_number() || v->get<double>() < min || v->get<double>() > max) {
-    Error(key, "a number in " + nlohmann::json(min).dump() + ".." + nlohmann::json(max).dump(),
+    Error(key, "a number in " + DumpJson(min) + ".." + DumpJson(max),
           DescribeFound(*v));
     return fallback;
   }
@@ -94,6 +95,10 @@ std::string ParamReader::String(const std::string& key, const std::string& fallb
     return fallback;
   }
   auto s = v->get<std::string>();
+  if (s.find('\0') != std::string::npos || !IsValidUtf8(s)) {
+    Error(key, "UTF-8 text without NUL characters", DescribeFound(*v));
+    return fallback;
+  }
   if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
     Error(key, "one of " + Join(allowed, ", "), DescribeFound(*v));
     return fallback;
@@ -157,11 +162,13 @@ void ParamReader::Finish() {
   std::vector<std::string> known(read_.begin(), read_.end());
   for (const auto& [key, value] : v.items()) {
     if (read_.count(key)) continue;
-    const auto closest = ClosestMatch(key, known);
+    // A key far longer than any known one is no typo (and EditDistance is quadratic).
+    const auto closest = key.size() > 64 ? std::string() : ClosestMatch(key, known);
+    const std::string shown = Abbreviate(ToValidUtf8(key));
     errors_.Add({.where = params_.KeyLocationOf(FieldPath(key)),
-                 .field = FieldPath(key),
+                 .field = FieldPath(shown),
                  .expected = known.empty() ? "no parameters" : "one of " + Join(known, ", "),
-                 .found = "unknown key \"" + key + "\"",
+                 .found = "unknown key \"" + shown + "\"",
                  .hint = closest.empty() ? "" : "did you mean '" + closest + "'?"});
   }
 }

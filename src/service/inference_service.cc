@@ -6,6 +6,7 @@
 
 #include <boost/container/small_vector.hpp>
 
+#include "common/json.h"
 #include "common/logging.h"
 #include "common/strings.h"
 #include "config/config_parser.h"
@@ -229,7 +230,11 @@ void InferenceService::LoaderLoop(std::stop_token stop) {
       task = std::move(tasks_.front());
       tasks_.pop_front();
     }
-    task();
+    try {
+      task();
+    } catch (const std::exception& e) {
+      spdlog::error("loader thread: unexpected exception: {}", e.what());
+    }
   }
   // What is still queued runs now that accepting_ is false: each task answers "shutting down".
   std::deque<std::function<void()>> left;
@@ -532,8 +537,10 @@ Status InferenceService::MakeRoom(const Entry& loading, int64_t bytes) {
       return Unavailable("not enough memory on device " + loading.domain + ": model '" +
                          VersionName(loading.config) + "' needs " + mib(bytes) + ", " +
                          mib(std::max<int64_t>(0, budget - used)) + " of the " + mib(budget) +
-                         " budget are free, and nothing can be evicted; held by " +
-                         Join(holders, ", "));
+                         " budget are free, and nothing can be evicted" +
+                         (holders.empty() ? std::string(" (no other model holds any: the model "
+                                                        "is larger than the budget)")
+                                          : "; held by " + Join(holders, ", ")));
     }
     spdlog::info("model {}: evicted to make room for {} ({} needed on device {})",
                  VersionName(victim->config), VersionName(loading.config), mib(bytes),
@@ -720,9 +727,12 @@ Status InferenceService::ApplySchedulingParams(InferRequest& request) {
           "shorten the model's timeout)");
     }
     // A request may shorten its timeout, never lengthen it: the scheduler bounds the deadline
-    // by its level's timeout as well.
-    request.deadline =
-        std::min(request.deadline, request.arrival + std::chrono::microseconds(*us));
+    // by its level's timeout as well. Capped first (no model waits longer than a day), so that
+    // arrival + timeout cannot overflow the clock's nanoseconds.
+    constexpr int64_t kMaxTimeoutUs = int64_t{24} * 3600 * 1'000'000;
+    request.deadline = std::min(request.deadline,
+                                request.arrival + std::chrono::microseconds(
+                                                      std::min<int64_t>(*us, kMaxTimeoutUs)));
   }
   return Status::Ok();
 }
@@ -854,6 +864,23 @@ void InferenceService::SubmitLoaded(std::shared_ptr<Entry> entry,
 
 // ---- changes of the served set (the loader thread) ----------------------------------------
 
+namespace {
+
+// Runs a change of the served set and turns an exception escaping it into an error answer (and
+// a log line): a hostile file or entry must not take the loader thread, and with it the server,
+// down. The causes are fixed where they arise; this is the last line.
+template <typename F>
+Result<ReloadReport> Contained(const char* what, F&& change) {
+  try {
+    return change();
+  } catch (const std::exception& e) {
+    spdlog::error("{}: unexpected exception: {}", what, e.what());
+    return Internal(std::string(what) + " failed unexpectedly: " + e.what());
+  }
+}
+
+}  // namespace
+
 void InferenceService::Reload(ReloadDone done) {
   Post([this, done = std::move(done)] {
     if (!accepting_) return done(Unavailable("the server is shutting down"));
@@ -862,11 +889,13 @@ void InferenceService::Reload(ReloadDone done) {
       std::shared_lock lock(models_mu_);
       file = config_.file;
     }
-    auto next = LoadConfigFile(file, backends_);
-    if (!next.ok()) {
-      return done(InvalidArgument(file + ": " + std::string(next.status().message())));
-    }
-    done(ApplyConfig(std::move(*next)));
+    done(Contained("reload", [&]() -> Result<ReloadReport> {
+      auto next = LoadConfigFile(file, backends_);
+      if (!next.ok()) {
+        return InvalidArgument(file + ": " + std::string(next.status().message()));
+      }
+      return ApplyConfig(std::move(*next));
+    }));
   });
 }
 
@@ -874,14 +903,14 @@ void InferenceService::LoadModel(const std::string& name, std::optional<nlohmann
                                  ReloadDone done) {
   Post([this, name, entry = std::move(entry), done = std::move(done)]() mutable {
     if (!accepting_) return done(Unavailable("the server is shutting down"));
-    done(DoLoadModel(name, std::move(entry)));
+    done(Contained("repository load", [&] { return DoLoadModel(name, std::move(entry)); }));
   });
 }
 
 void InferenceService::UnloadModel(const std::string& name, ReloadDone done) {
   Post([this, name, done = std::move(done)] {
     if (!accepting_) return done(Unavailable("the server is shutting down"));
-    done(DoUnloadModel(name));
+    done(Contained("repository unload", [&] { return DoUnloadModel(name); }));
   });
 }
 
@@ -1102,12 +1131,12 @@ Result<ReloadReport> InferenceService::DoLoadModel(const std::string& name,
   // A new or replacing entry: read as if it were in the YAML, files inside the model roots.
   if (!entry->is_object()) {
     return InvalidArgument("parameters.config: expected a model entry (a JSON object), found " +
-                           entry->dump());
+                           QuoteJson(*entry));
   }
   if (!entry->contains("name")) (*entry)["name"] = name;
   if ((*entry)["name"] != name) {
     return InvalidArgument("parameters.config.name: expected '" + name +
-                           "' (the model named in the URL), found " + (*entry)["name"].dump());
+                           "' (the model named in the URL), found " + QuoteJson((*entry)["name"]));
   }
   ServerConfig current;
   {

@@ -1,6 +1,5 @@
 #include "backend/llama/llama_backend.h"
 
-#include <gguf.h>
 #include <llama.h>
 
 #include <cstring>
@@ -8,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "backend/llama/gguf_summary.h"
 #include "backend/llama/llama_encoder.h"
 #include "backend/llama/llama_generator.h"
 #include "common/pages.h"
@@ -15,54 +15,6 @@
 
 namespace mmserve {
 namespace {
-
-struct GgufDeleter {
-  void operator()(gguf_context* g) const { gguf_free(g); }
-};
-using GgufPtr = std::unique_ptr<gguf_context, GgufDeleter>;
-
-// What the GGUF header says, read without loading any tensor data.
-struct GgufSummary {
-  int64_t weights_bytes = 0;
-  bool has_classifier = false;
-  std::string architecture;
-  int64_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_ctx_train = 0, n_vocab = 0;
-};
-
-int64_t U32(gguf_context* g, const std::string& key, int64_t fallback) {
-  const int64_t k = gguf_find_key(g, key.c_str());
-  return k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_UINT32 ? gguf_get_val_u32(g, k) : fallback;
-}
-
-Result<GgufSummary> ReadGguf(const std::string& path) {
-  char magic[4] = {};
-  std::ifstream(path, std::ios::binary).read(magic, 4);
-  if (std::memcmp(magic, "GGUF", 4) != 0) {
-    return InvalidArgument("'" + path + "' is not a GGUF file (bad magic)");
-  }
-  GgufPtr gguf(gguf_init_from_file(path.c_str(), {.no_alloc = true, .ctx = nullptr}));
-  if (!gguf) return InvalidArgument("'" + path + "' is a corrupt GGUF file (header unreadable)");
-  GgufSummary s;
-  for (int64_t i = 0; i < gguf_get_n_tensors(gguf.get()); ++i) {
-    s.weights_bytes += static_cast<int64_t>(gguf_get_tensor_size(gguf.get(), i));
-    if (std::strcmp(gguf_get_tensor_name(gguf.get(), i), "cls.output.weight") == 0) {
-      s.has_classifier = true;
-    }
-  }
-  if (int64_t k = gguf_find_key(gguf.get(), "general.architecture"); k >= 0) {
-    s.architecture = gguf_get_val_str(gguf.get(), k);
-  }
-  const std::string a = s.architecture;
-  s.n_layer = U32(gguf.get(), a + ".block_count", 0);
-  s.n_embd = U32(gguf.get(), a + ".embedding_length", 0);
-  s.n_head = U32(gguf.get(), a + ".attention.head_count", 1);
-  s.n_head_kv = U32(gguf.get(), a + ".attention.head_count_kv", s.n_head);
-  s.n_ctx_train = U32(gguf.get(), a + ".context_length", 0);
-  if (int64_t k = gguf_find_key(gguf.get(), "tokenizer.ggml.tokens"); k >= 0) {
-    s.n_vocab = static_cast<int64_t>(gguf_get_arr_n(gguf.get(), k));
-  }
-  return s;
-}
 
 class LlamaSession final : public Session {
  public:
@@ -149,26 +101,35 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
   const int64_t n_batch = o.n_batch > 0 ? o.n_batch : (generate ? 512 : 2048);
   constexpr int64_t kGraphMetadataBytes = int64_t{24} << 20;
   constexpr int64_t kBytesPerVocabEntry = 160;
-  int64_t per_instance = kGraphMetadataBytes;
+  // In double: the header's values are bounded, but their products may still exceed int64.
+  double per_instance = kGraphMetadataBytes;
   std::string source = "GGUF tensor table + vocabulary + " + std::to_string(model.thread_num) +
                        " x (graph + compute buffer";
   if (generate) {
     const int64_t n_seq = o.n_parallel > 0 ? o.n_parallel : 4;
     const int64_t n_ctx_seq = o.n_ctx > 0 ? o.n_ctx : 2048;
-    const int64_t n_embd_kv = gguf.n_head > 0 ? gguf.n_embd * gguf.n_head_kv / gguf.n_head : 0;
-    per_instance += n_batch * gguf.n_vocab * 4;                             // chunk logits
-    per_instance += n_seq * n_ctx_seq * gguf.n_layer * 2 * n_embd_kv * 2;  // K and V, F16
-    per_instance += n_seq * gguf.n_vocab * 4;                               // output logits
+    const double n_embd_kv =
+        gguf.n_head > 0 ? static_cast<double>(gguf.n_embd) * gguf.n_head_kv / gguf.n_head : 0;
+    per_instance += 4.0 * n_batch * gguf.n_vocab;                             // chunk logits
+    per_instance += 4.0 * n_seq * n_ctx_seq * gguf.n_layer * n_embd_kv;       // K and V, F16
+    per_instance += 4.0 * n_seq * gguf.n_vocab;                               // output logits
     source += " + KV cache " + std::to_string(n_seq) + " x " + std::to_string(n_ctx_seq) +
               " cells";
   } else {
     // Activations of a full token budget: per token ~9 floats per embedding dimension plus ~940
     // (fitted to llama.cpp's compute buffers for BERT at 64 and 768 dimensions).
-    per_instance += n_batch * (9 * gguf.n_embd + 940) * 4;
-    per_instance += n_batch * 1024;                  // outputs
+    per_instance += 4.0 * n_batch * (9.0 * gguf.n_embd + 940);
+    per_instance += 1024.0 * n_batch;  // outputs
   }
-  return MemoryEstimate{.bytes = gguf.weights_bytes + gguf.n_vocab * kBytesPerVocabEntry +
-                                 per_instance * model.thread_num,
+  const double bytes = static_cast<double>(gguf.weights_bytes) +
+                       static_cast<double>(gguf.n_vocab) * kBytesPerVocabEntry +
+                       per_instance * model.thread_num;
+  if (bytes > 0x1p62) {
+    return InvalidArgument("'" + model.path.string() + "' with these params needs " +
+                           std::to_string(bytes / (1 << 30)) + " GiB: implausible (check its "
+                           "header and params.n_ctx, n_parallel, n_batch)");
+  }
+  return MemoryEstimate{.bytes = static_cast<int64_t>(bytes),
                         .source = source + ")"};
 }
 

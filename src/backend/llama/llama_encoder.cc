@@ -224,6 +224,13 @@ Status LlamaEncoder::Prepare(size_t item, const InferRequest& request, std::vect
   if (eos == LLAMA_TOKEN_NULL) eos = llama_vocab_sep(vocab_);
   const auto documents = docs->BytesElements();
   const bool sigmoid = BoolParam(request.parameters, "sigmoid", options_.sigmoid);
+  // A query that fills the budget by itself is the query's fault, not the first document's.
+  if (!truncate && static_cast<int64_t>(query_tokens.size()) + 4 > max_tokens_) {
+    return InvalidArgument("QUERY has " + std::to_string(query_tokens.size()) +
+                           " tokens; this model accepts at most " + std::to_string(max_tokens_) +
+                           " per query and document together (set the request parameter "
+                           "truncate: true to cut them)");
+  }
   for (size_t i = 0; i < documents.size(); ++i) {
     Sequence s{item, i, {}, sigmoid};
     if (llama_vocab_get_add_bos(vocab_)) s.tokens.push_back(llama_vocab_bos(vocab_));
@@ -234,7 +241,8 @@ Status LlamaEncoder::Prepare(size_t item, const InferRequest& request, std::vect
     s.tokens.insert(s.tokens.end(), doc_tokens.begin(), doc_tokens.end());
     if (llama_vocab_get_add_eos(vocab_)) s.tokens.push_back(eos);
     bool cut = false;
-    MMS_RETURN_IF_ERROR(Fit(s.tokens, truncate, "DOCUMENTS[" + std::to_string(i) + "]", cut));
+    MMS_RETURN_IF_ERROR(Fit(s.tokens, truncate,
+                            "DOCUMENTS[" + std::to_string(i) + "] with the query", cut));
     truncated.push_back(cut ? 1 : 0);
     out.push_back(std::move(s));
   }

@@ -153,37 +153,42 @@ Status LlamaGenerator::Prepare(Slot& slot) {
   }
   tokens.resize(static_cast<size_t>(std::max(n, 0)));
   if (tokens.empty()) return InvalidArgument("PROMPT: the prompt has no tokens");
-  slot.max_tokens = NumberParam<int>(r.parameters, "max_tokens", 128);
-  if (slot.max_tokens < 1) return InvalidArgument("parameter max_tokens: expected at least 1");
+  MMS_ASSIGN_OR_RETURN(const int64_t max_tokens,
+                       IntParam(r.parameters, "max_tokens", 128, 1, INT32_MAX));
+  slot.max_tokens = static_cast<int>(max_tokens);
   if (static_cast<int>(tokens.size()) + 1 > n_ctx_seq_) {
     return InvalidArgument("PROMPT has " + std::to_string(tokens.size()) +
                            " tokens; this model's context holds " + std::to_string(n_ctx_seq_) +
                            " per sequence (params.n_ctx)");
   }
-  const float temperature = NumberParam<float>(r.parameters, "temperature", 0.0f);
-  if (temperature < 0) return InvalidArgument("parameter temperature: expected >= 0");
+  MMS_ASSIGN_OR_RETURN(const double temperature_param,
+                       RealParam(r.parameters, "temperature", 0.0, 0.0, 1e6));
+  MMS_ASSIGN_OR_RETURN(const double repeat_penalty_param,
+                       RealParam(r.parameters, "repeat_penalty", 1.0, 0.0, 1e6));
+  if (repeat_penalty_param <= 0) return InvalidArgument("parameter repeat_penalty: expected > 0");
+  MMS_ASSIGN_OR_RETURN(const int64_t top_k, IntParam(r.parameters, "top_k", 40, INT32_MIN, INT32_MAX));
+  MMS_ASSIGN_OR_RETURN(const double top_p, RealParam(r.parameters, "top_p", 1.0, 0.0, 1.0));
+  MMS_ASSIGN_OR_RETURN(const double min_p, RealParam(r.parameters, "min_p", 0.0, 0.0, 1.0));
+  MMS_ASSIGN_OR_RETURN(const int64_t seed,
+                       IntParam(r.parameters, "seed", LLAMA_DEFAULT_SEED, INT64_MIN, INT64_MAX));
+  const auto temperature = static_cast<float>(temperature_param);
   auto chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
-  const float repeat_penalty = NumberParam<float>(r.parameters, "repeat_penalty", 1.0f);
+  const auto repeat_penalty = static_cast<float>(repeat_penalty_param);
   if (repeat_penalty != 1.0f) {
-    if (repeat_penalty <= 0) {
-      llama_sampler_free(chain);
-      return InvalidArgument("parameter repeat_penalty: expected > 0");
-    }
     llama_sampler_chain_add(chain, llama_sampler_init_penalties(llama_vocab_n_tokens(vocab_), 64,
                                                                 repeat_penalty, 0.0f, 0.0f));
   }
   if (temperature == 0.0f) {
     llama_sampler_chain_add(chain, llama_sampler_init_greedy());
   } else {
-    const int top_k = NumberParam<int>(r.parameters, "top_k", 40);
-    if (top_k > 0) llama_sampler_chain_add(chain, llama_sampler_init_top_k(top_k));
-    const float top_p = NumberParam<float>(r.parameters, "top_p", 1.0f);
-    const float min_p = NumberParam<float>(r.parameters, "min_p", 0.0f);
-    llama_sampler_chain_add(chain, llama_sampler_init_top_p(top_p, 1));
-    llama_sampler_chain_add(chain, llama_sampler_init_min_p(min_p, 1));
+    if (top_k > 0) {
+      llama_sampler_chain_add(chain, llama_sampler_init_top_k(static_cast<int32_t>(top_k)));
+    }
+    llama_sampler_chain_add(chain, llama_sampler_init_top_p(static_cast<float>(top_p), 1));
+    llama_sampler_chain_add(chain, llama_sampler_init_min_p(static_cast<float>(min_p), 1));
     llama_sampler_chain_add(chain, llama_sampler_init_temp(temperature));
-    const auto seed = NumberParam<uint32_t>(r.parameters, "seed", LLAMA_DEFAULT_SEED);
-    llama_sampler_chain_add(chain, llama_sampler_init_dist(seed));
+    // Any integer seeds: its low 32 bits, as OpenAI's int64 seeds map onto llama.cpp's uint32.
+    llama_sampler_chain_add(chain, llama_sampler_init_dist(static_cast<uint32_t>(seed)));
   }
   slot.sampler.reset(chain);
   if (std::string stop = StringParam(r.parameters, "stop"); !stop.empty()) {

@@ -8,6 +8,9 @@
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
+#include "common/json.h"
+#include "common/logging.h"
+#include "common/strings.h"
 #include "grpc_service.grpc.pb.h"
 #include "server/server_info.h"
 #include "server/triton_config.h"
@@ -69,7 +72,7 @@ void ToProto(const ParamValue& v, pb::InferParameter& p) {
   if (const auto* b = std::get_if<bool>(&v)) p.set_bool_param(*b);
   if (const auto* i = std::get_if<int64_t>(&v)) p.set_int64_param(*i);
   if (const auto* d = std::get_if<double>(&v)) p.set_double_param(*d);
-  if (const auto* s = std::get_if<std::string>(&v)) p.set_string_param(*s);
+  if (const auto* s = std::get_if<std::string>(&v)) p.set_string_param(ToValidUtf8(*s));
 }
 
 template <typename To, typename Repeated>
@@ -110,7 +113,7 @@ Result<std::string> ContentsBytes(DataType type, const pb::InferTensorContents& 
   return InvalidArgument(where + ": unsupported datatype");
 }
 
-Result<std::unique_ptr<InferRequest>> Decode(const pb::ModelInferRequest& in) {
+Result<std::unique_ptr<InferRequest>> DecodeUnguarded(const pb::ModelInferRequest& in) {
   auto r = std::make_unique<InferRequest>();
   r->model_name = in.model_name();
   if (r->model_name.empty()) return InvalidArgument("model_name: required");
@@ -145,6 +148,17 @@ Result<std::unique_ptr<InferRequest>> Decode(const pb::ModelInferRequest& in) {
   }
   for (const auto& o : in.outputs()) r->requested_outputs.push_back(o.name());
   return r;
+}
+
+// Decode with the last line of defence: an exception (none is known to escape) becomes an
+// INTERNAL answer, not a terminated server.
+Result<std::unique_ptr<InferRequest>> Decode(const pb::ModelInferRequest& in) {
+  try {
+    return DecodeUnguarded(in);
+  } catch (const std::exception& e) {
+    spdlog::error("grpc: unexpected exception decoding a request: {}", e.what());
+    return Internal(std::string("unexpected error: ") + e.what());
+  }
 }
 
 void Encode(const InferResponse& response, const std::string& model, const std::string& id,
@@ -214,11 +228,32 @@ class UnaryCall final : public ServerUnaryReactor {
 }  // namespace
 
 struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
-  Impl(InferenceService& s, Access a) : service(s), access(std::move(a)) {}
+  Impl(InferenceService& s, Access a, int64_t limit)
+      : service(s), access(std::move(a)), max_in_flight(limit) {}
 
   InferenceService& service;
   Access access;
   std::unique_ptr<grpc::Server> server;
+  // Inference requests being handled (unary calls and each request of a stream), bounded by
+  // global.max_in_flight as on HTTP. Shared with the requests' callbacks, which may outlive a
+  // call.
+  const int64_t max_in_flight;  // 0 = no limit
+  std::shared_ptr<std::atomic<int64_t>> in_flight = std::make_shared<std::atomic<int64_t>>(0);
+
+  // Takes a slot for one request; on success `r.done` gives it back once the answer is made.
+  Status Admit(InferRequest& r) {
+    if (max_in_flight > 0 && in_flight->fetch_add(1) >= max_in_flight) {
+      in_flight->fetch_sub(1);
+      return Unavailable("too many requests in progress (global.max_in_flight is " +
+                         std::to_string(max_in_flight) + ")");
+    }
+    if (max_in_flight <= 0) return Status::Ok();
+    r.done = [count = in_flight, done = std::move(r.done)](Result<InferResponse> result) {
+      count->fetch_sub(1);
+      done(std::move(result));
+    };
+    return Status::Ok();
+  }
 
   Status Authorize(CallbackServerContext* context, Scope scope) const {
     std::string authorization;
@@ -302,7 +337,7 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
     google::protobuf::util::JsonParseOptions options;
     options.ignore_unknown_fields = true;
     const auto parsed = google::protobuf::util::JsonStringToMessage(
-        TritonModelConfig(*info).dump(), out->mutable_config(), options);
+        DumpJson(TritonModelConfig(*info)), out->mutable_config(), options);
     if (!parsed.ok()) return Now(c, Internal("model config: " + parsed.ToString()));
     return Now(c, Status::Ok());
   }
@@ -334,7 +369,7 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
       m->set_name(info.config.name);
       m->set_version(std::to_string(info.config.version));
       m->set_state(std::string(ModelStateName(info.state)));
-      if (info.state != ModelState::kReady) m->set_reason(info.reason);
+      if (info.state != ModelState::kReady) m->set_reason(ToValidUtf8(info.reason));
     }
     return Now(c, Status::Ok());
   }
@@ -349,9 +384,11 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
                                         pb::ModelRepositoryParameter::kBytesParam
                                     ? it->second.bytes_param()
                                     : it->second.string_param();
-      entry = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      JsonError error;
+      entry = ParseJson(text, &error);
       if (entry->is_discarded()) {
-        return Now(c, InvalidArgument("parameters.config: expected a JSON model entry"));
+        return Now(c, InvalidArgument("parameters.config: expected a JSON model entry, found text "
+                                      "that " + DescribeJsonError(error)));
       }
     }
     auto* reactor = c->DefaultReactor();
@@ -386,6 +423,10 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
       if (result.ok()) Encode(*result, model, id, *out);
       call->Finish(ToGrpc(result.ok() ? Status::Ok() : result.status()));
     };
+    if (Status s = Admit(*r); !s.ok()) {
+      r->done(s);
+      return call;
+    }
     service.Submit(std::move(r));
     return call;
   }
@@ -417,7 +458,7 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
       request_.Clear();
       if (!decoded.ok()) {
         pb::ModelStreamInferResponse error;
-        error.set_error_message(std::string(decoded.status().message()));
+        error.set_error_message(ToValidUtf8(decoded.status().message()));
         error.mutable_infer_response()->set_id(id);
         std::lock_guard lock(mu_);
         WriteLocked(std::move(error));
@@ -469,7 +510,7 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
           (*msg.mutable_infer_response()->mutable_parameters())["triton_final_response"]
               .set_bool_param(true);
         } else {
-          msg.set_error_message(std::string(result.status().message()));
+          msg.set_error_message(ToValidUtf8(result.status().message()));
           msg.mutable_infer_response()->set_model_name(model);
           msg.mutable_infer_response()->set_id(id);
         }
@@ -478,6 +519,7 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
         --pending_;
         MaybeFinishLocked();
       };
+      if (Status s = impl_.Admit(*r); !s.ok()) return r->done(s);
       impl_.service.Submit(std::move(r));
     }
 
@@ -522,7 +564,7 @@ GrpcFrontend::GrpcFrontend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Create(Options options,
                                                           InferenceService& service) {
-  auto impl = std::make_unique<Impl>(service, options.access);
+  auto impl = std::make_unique<Impl>(service, options.access, options.max_in_flight);
   const std::string where = options.host + ":" + std::to_string(options.port);
   int port = 0;
   grpc::ServerBuilder builder;

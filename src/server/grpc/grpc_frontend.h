@@ -29,6 +29,8 @@ class GrpcFrontend {
     int port = 8001;  // 0 = an ephemeral port; see port()
     Access access;
     size_t max_message_bytes = 64u << 20;  // larger requests get RESOURCE_EXHAUSTED
+    // Inference requests handled at once (this frontend's own count); beyond: UNAVAILABLE.
+    int64_t max_in_flight = 0;  // 0 = no limit
   };
 
   // Binds and starts serving. `service` is not owned and must outlive the frontend.

@@ -1,5 +1,6 @@
 #include "server/http/http_frontend.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <array>
@@ -32,8 +33,22 @@ using Socket = tcp::socket::rebind_executor<Strand>::other;
 using TcpStream = beast::basic_stream<tcp, Strand>;
 using Timer = net::steady_timer::rebind_executor<Strand>::other;
 
-// A connection must deliver its next request whole within this long, or it is closed.
+// Reading a request, a connection is closed when it
+//  - sends no byte of its next request for kIdleTimeout (keep-alive),
+//  - has begun a header but not completed it within kHeaderTimeout (slowloris),
+//  - has not completed the body within kIdleTimeout of its header.
+// A connection over global.max_connections gets kRefusedTimeout for all of these. The deadlines
+// are checked by a timer that ticks every kTick while a request is being read, so a header's
+// deadline falls between kHeaderTimeout and kHeaderTimeout + kTick after its first byte.
 constexpr auto kIdleTimeout = std::chrono::seconds(60);
+constexpr auto kHeaderTimeout = std::chrono::seconds(10);
+constexpr auto kRefusedTimeout = std::chrono::seconds(2);
+constexpr auto kTick = std::chrono::seconds(5);
+// Connections over max_connections are still read (a health probe is answered, anything else
+// 503); beyond this many more, a new connection is closed at once to spare descriptors.
+constexpr int kMaxRefusing = 32;
+// File descriptors kept for everything but connections: model files, gRPC, logs.
+constexpr int kReservedDescriptors = 128;
 // Read in pieces this large: a typical request in one recvmsg rather than 512-byte bites.
 constexpr size_t kReadBufferBytes = 16 * 1024;
 // After refusing a request (413, malformed), read and discard at most this much of what the
@@ -88,6 +103,13 @@ struct Shared {
   }
 };
 
+// Liveness and readiness probes are answered whatever the load: an orchestrator that cannot
+// reach them restarts a server that is merely busy.
+bool IsHealthProbe(const http::request<http::string_body>& req) {
+  const auto target = req.target();
+  return req.method() == http::verb::get && target.starts_with("/v2/health/");
+}
+
 // 503 (with Retry-After): the server is at a limit; the client should come back shortly.
 HttpResponse Overloaded(const std::string& why) {
   return HttpRouter::ErrorResponse(Unavailable(why), 11, false);
@@ -117,28 +139,78 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.emplace();
     parser_->body_limit(shared_.max_body_bytes);
     awaiting_request_ = true;
-    idle_deadline_ = std::chrono::steady_clock::now() + kIdleTimeout;
-    ArmIdleTimer();
+    phase_ = ReadPhase::kIdle;
+    phase_started_ = std::chrono::steady_clock::now();
+    ArmReadTimer();
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              self->OnHeader(ec);
+                            });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec || parser_->is_done()) return OnRead(ec);
+    const auto& req = parser_->get();
+    auto expect = req.find(http::field::expect);
+    if (expect != req.end() && req.version() >= 11 &&
+        beast::iequals(expect->value(), "100-continue")) {
+      // The client waits for this before it sends the body (a body over the limit was already
+      // refused with the header: Content-Length is checked against body_limit there).
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                       [self = shared_from_this()](beast::error_code ec, size_t) {
+                         if (ec) return self->Close();
+                         self->ReadBody();
+                       });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    phase_ = ReadPhase::kBody;
+    phase_started_ = std::chrono::steady_clock::now();
+    // Usually the body came with the header: parse it here instead of through another
+    // asynchronous operation (whose completion would be posted).
+    parser_->eager(true);
+    while (!parser_->is_done() && buffer_.size() > 0) {
+      beast::error_code ec;
+      const size_t n = parser_->put(buffer_.data(), ec);
+      buffer_.consume(n);
+      if (ec == http::error::need_more) break;
+      if (ec) return OnRead(ec);
+      if (n == 0) break;
+    }
+    if (parser_->is_done()) return OnRead({});
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) {
                        self->OnRead(ec);
                      });
   }
 
-  // The idle timeout, kept lazily: a request moves idle_deadline_ without touching the timer
-  // (Beast's per-operation timeouts would arm and cancel a timer on every read, and each
-  // cancellation wakes another I/O thread); when the timer fires early it re-arms for the
-  // deadline now due.
-  void ArmIdleTimer() {
-    if (idle_timer_armed_) return;
-    idle_timer_armed_ = true;
-    idle_timer_.expires_at(idle_deadline_);
+  // The read deadlines (see kIdleTimeout), checked every kTick while a request is read. The
+  // timer is armed at most once: a request read in time costs no timer operation.
+  void ArmReadTimer() {
+    if (read_timer_armed_) return;
+    read_timer_armed_ = true;
+    idle_timer_.expires_after(kTick);
     idle_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      self->idle_timer_armed_ = false;
+      self->read_timer_armed_ = false;
       if (ec || !self->awaiting_request_) return;  // cancelled, or busy with a request
-      if (std::chrono::steady_clock::now() >= self->idle_deadline_) return self->Close();
-      self->ArmIdleTimer();
+      self->CheckReadDeadline();
     });
+  }
+
+  void CheckReadDeadline() {
+    const auto now = std::chrono::steady_clock::now();
+    if (phase_ == ReadPhase::kIdle && (buffer_.size() > 0 || parser_->got_some())) {
+      phase_ = ReadPhase::kHeader;  // its first byte came since the last tick
+      phase_started_ = now;
+    }
+    std::chrono::seconds limit = phase_ == ReadPhase::kHeader ? kHeaderTimeout : kIdleTimeout;
+    if (refuse_) limit = std::min(limit, kRefusedTimeout);
+    if (now - phase_started_ >= limit) return Close();
+    ArmReadTimer();
   }
 
   void OnRead(beast::error_code ec) {
@@ -165,12 +237,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (auto it = parser_->get().find(http::field::origin); it != parser_->get().end()) {
       origin_ = std::string(it->value());
     }
-    if (refuse_) {
+    const bool probe = IsHealthProbe(parser_->get());
+    if (refuse_ && !probe) {
       shared_.refused_connections++;
       return Write(Overloaded("too many connections (global.max_connections is " +
                               std::to_string(shared_.max_connections) + ")"));
     }
-    if (shared_.max_in_flight > 0 && handling > shared_.max_in_flight) {
+    if (shared_.max_in_flight > 0 && handling > shared_.max_in_flight && !probe) {
       shared_.refused_requests++;
       HttpResponse res = Overloaded("too many requests in progress (global.max_in_flight is " +
                                     std::to_string(shared_.max_in_flight) + ")");
@@ -183,21 +256,36 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     auto self = shared_from_this();
     const uint64_t request = ++requests_;
-    shared_.router.Handle(
-        parser_->release(),
-        [self](HttpResponse res) {
-          net::dispatch(self->stream_.get_executor(),
-                        [self, res = std::move(res)]() mutable { self->Write(std::move(res)); });
-        },
-        HttpConnection{
-            .dispatch =
-                [self](std::function<void()> task) {
-                  net::dispatch(self->stream_.get_executor(), std::move(task));
-                },
-            .open_stream = [self]() -> std::shared_ptr<HttpStream> {
-              return std::make_shared<Stream>(self);
-            },
-            .client_gone = [self] { return self->broken_.load(); }});
+    request_version_ = parser_->get().version();
+    try {
+      shared_.router.Handle(
+          parser_->release(),
+          [self](HttpResponse res) {
+            net::dispatch(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
+              if (!self->poisoned_) self->Write(std::move(res));
+            });
+          },
+          HttpConnection{
+              .dispatch =
+                  [self](std::function<void()> task) {
+                    net::dispatch(self->stream_.get_executor(), std::move(task));
+                  },
+              .open_stream = [self]() -> std::shared_ptr<HttpStream> {
+                return std::make_shared<Stream>(self);
+              },
+              .client_gone = [self] { return self->broken_.load(); }});
+    } catch (const std::exception& e) {
+      // The last line of defence (the causes are fixed where they arise): answer 500 and close,
+      // and drop any answer the request still produces, so that none arrives out of turn.
+      spdlog::error("http: unexpected exception handling a request: {}", e.what());
+      if (responded_ != request) {
+        HttpResponse res = HttpRouter::ErrorResponse(
+            Internal(std::string("unexpected error: ") + e.what()), request_version_, false);
+        Write(std::move(res));
+      }
+      poisoned_ = true;
+      return;
+    }
     // An answer already on its way (an inline execution) has no client to watch for.
     if (responded_ != request) WatchForHangUp(request);
   }
@@ -232,19 +320,44 @@ class Connection : public std::enable_shared_from_this<Connection> {
                "Inference-Header-Content-Length, Retry-After, Location");
   }
 
-  // While request `request` is pending, notices the client closing the connection (a readable
-  // socket with nothing to read) and marks it broken, so that its work can be cancelled. A
-  // pipelined next request makes the socket readable too; that is not a hang-up.
+  // While request `request` is pending, notices the client closing the connection and marks it
+  // broken, so that its work can be cancelled. A pipelined next request makes the socket
+  // readable too; that is not a hang-up. Nor is a half-close (shutdown(SHUT_WR) after the
+  // request: the client still reads): both look alike from here, an end of stream, so on
+  // HTTP/1.1 the end of stream is answered with an interim "100 Continue", which every
+  // HTTP/1.1 client must accept before a final response. A client still reading takes it; a
+  // closed socket answers it with a reset, and only that marks the request abandoned.
   void WatchForHangUp(uint64_t request) {
     stream_.socket().async_wait(
         tcp::socket::wait_read, [self = shared_from_this(), request](beast::error_code ec) {
           if (ec || request != self->requests_ || self->responded_ == request) return;
           char byte;
-          const ssize_t n =
-              ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-            self->broken_ = true;
+          const int fd = self->stream_.socket().native_handle();
+          const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n > 0) return;  // a pipelined request: the client is there
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+          if (n < 0) {
+            self->broken_ = true;  // reset
+            return;
           }
+          if (self->buffer_.size() > 0) return;  // pipelined requests read ahead: still there
+          if (self->request_version_ < 11) return;  // no interim answers in HTTP/1.0
+          static constexpr std::string_view kProbe = "HTTP/1.1 100 Continue\r\n\r\n";
+          // Written directly: nothing else is being written (the answer has not started), and
+          // the socket's send buffer is empty, so the 25 bytes go at once and in order.
+          if (::send(fd, kProbe.data(), kProbe.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+            self->broken_ = true;
+            return;
+          }
+          self->stream_.socket().async_wait(
+              tcp::socket::wait_error, [self, request](beast::error_code ec) {
+                if (ec || request != self->requests_ || self->responded_ == request) return;
+                int error = 0;
+                socklen_t len = sizeof error;
+                ::getsockopt(self->stream_.socket().native_handle(), SOL_SOCKET, SO_ERROR, &error,
+                             &len);
+                if (error != 0) self->broken_ = true;
+              });
         });
   }
 
@@ -269,8 +382,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     header_.emplace(headers.result(), headers.version());
     for (const auto& field : headers) header_->set(field.name_string(), field.value());
     AddCorsHeaders(header_->base());
+    // HTTP/1.0 has no chunked encoding: the body is the events as they come, ended by closing.
+    stream_chunked_ = header_->version() >= 11;
+    if (!stream_chunked_) stream_keep_alive_ = false;
     header_->keep_alive(stream_keep_alive_);
-    header_->chunked(true);
+    header_->chunked(stream_chunked_);
     serializer_.emplace(*header_);
     writing_ = true;
     http::async_write_header(stream_, *serializer_,
@@ -304,14 +420,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
       auto data = std::make_shared<std::string>(std::move(out_.front()));
       out_.pop_front();
       writing_ = true;
-      net::async_write(stream_, http::make_chunk(net::buffer(*data)),
-                       [self, data](beast::error_code ec, size_t) {
-                         self->writing_ = false;
-                         if (ec) self->broken_ = true;
-                         self->Pump();
-                       });
+      auto written = [self, data](beast::error_code ec, size_t) {
+        self->writing_ = false;
+        if (ec) self->broken_ = true;
+        self->Pump();
+      };
+      if (stream_chunked_) {
+        net::async_write(stream_, http::make_chunk(net::buffer(*data)), std::move(written));
+      } else {
+        net::async_write(stream_, net::buffer(*data), std::move(written));
+      }
       return;
     }
+    if (ending_ && !stream_chunked_) return EndStream(false);
     if (ending_) {
       writing_ = true;
       net::async_write(stream_, http::make_chunk_last(), [self](beast::error_code ec, size_t) {
@@ -406,8 +527,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   TcpStream stream_;
   Timer idle_timer_;  // strand only, like the members below
-  std::chrono::steady_clock::time_point idle_deadline_;
-  bool idle_timer_armed_ = false;
+  enum class ReadPhase { kIdle, kHeader, kBody };
+  ReadPhase phase_ = ReadPhase::kIdle;
+  std::chrono::steady_clock::time_point phase_started_;
+  bool read_timer_armed_ = false;
   bool awaiting_request_ = false;  // reading the next request (the idle timeout applies)
   Shared& shared_;  // not owned; outlives every connection (the I/O threads are joined first)
   beast::flat_buffer buffer_;
@@ -423,10 +546,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool writing_ = false;
   bool ending_ = false;
   bool stream_keep_alive_ = false;
+  bool stream_chunked_ = true;
   std::atomic<bool> broken_{false};
+  bool poisoned_ = false;  // a handler threw: later answers are dropped (strand only)
   const bool refuse_;
   std::string origin_;      // the current request's Origin header (strand only)
   uint64_t requests_ = 0;   // requests read on this connection (strand only)
+  unsigned request_version_ = 11;  // the current request's HTTP version (strand only)
   uint64_t responded_ = 0;  // the last one whose answer started (strand only)
 };
 
@@ -452,12 +578,36 @@ struct HttpFrontend::Impl {
   void Accept() {
     acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, Socket s) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-      if (!ec) {
-        s.set_option(tcp::no_delay(true), ec);
-        const bool refuse = shared.connections.load() >= shared.max_connections;
-        std::make_shared<Connection>(std::move(s), shared, refuse)->Start();
+      if (ec) return BackOff(ec);
+      if (accept_backoff.count() > 0) {
+        spdlog::info("http: accepting connections again ({} open)", shared.connections.load());
+        accept_backoff = {};
+      }
+      s.set_option(tcp::no_delay(true), ec);
+      const int64_t open = shared.connections.load();
+      if (open >= int64_t{shared.max_connections} + kMaxRefusing) {
+        s.close(ec);  // far over the limit: no descriptor spent on reading a refusal
+        shared.refused_connections++;
+      } else {
+        std::make_shared<Connection>(std::move(s), shared, open >= shared.max_connections)
+            ->Start();
       }
       Accept();
+    });
+  }
+
+  // An accept that failed (out of file descriptors or memory) fails again at once: retrying
+  // immediately spins a core. Waits, doubling up to a second, and says so once per episode.
+  void BackOff(beast::error_code ec) {
+    if (accept_backoff.count() == 0) {
+      spdlog::warn("http: cannot accept connections: {} ({} open); retrying with back-off",
+                   ec.message(), shared.connections.load());
+    }
+    accept_backoff = std::clamp(accept_backoff * 2, std::chrono::milliseconds(10),
+                                std::chrono::milliseconds(1000));
+    accept_timer.expires_after(accept_backoff);
+    accept_timer.async_wait([this](beast::error_code ec) {
+      if (!ec && acceptor.is_open()) Accept();
     });
   }
 
@@ -466,14 +616,43 @@ struct HttpFrontend::Impl {
   // closed (graceful shutdown): their responses still need a thread to be written on.
   net::executor_work_guard<net::io_context::executor_type> work;
   tcp::acceptor acceptor;
+  net::steady_timer accept_timer{acceptor.get_executor()};  // the acceptor's strand only
+  std::chrono::milliseconds accept_backoff{0};
   Shared shared;
   std::vector<std::jthread> threads;  // last: joined before the members above are destroyed
 };
 
 HttpFrontend::HttpFrontend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+// Raises the soft open-file limit towards what max_connections needs; if the hard limit is lower,
+// lowers max_connections to fit (with a warning that says how to raise it). Without this the
+// default 1024 connections meet the usual limit of 1024 descriptors, and accept() fails.
+int FitConnectionsToDescriptors(int max_connections) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return max_connections;
+  const rlim_t wanted = static_cast<rlim_t>(max_connections) + kMaxRefusing + kReservedDescriptors;
+  if (limit.rlim_cur < wanted && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = std::min(wanted, limit.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  if (limit.rlim_cur >= wanted) return max_connections;
+  const int fits = static_cast<int>(std::max<rlim_t>(
+      16, limit.rlim_cur > kMaxRefusing + kReservedDescriptors
+              ? limit.rlim_cur - kMaxRefusing - kReservedDescriptors
+              : 16));
+  spdlog::warn(
+      "global.max_connections is {}, but this process may open only {} files (ulimit -n; {} are "
+      "kept for models and gRPC): serving at most {} connections; raise the limit to {} to "
+      "serve {}",
+      max_connections, static_cast<uint64_t>(limit.rlim_cur),
+      kMaxRefusing + kReservedDescriptors, fits, static_cast<uint64_t>(wanted), max_connections);
+  return std::min(fits, max_connections);
+}
+
 Result<std::unique_ptr<HttpFrontend>> HttpFrontend::Create(Options options,
                                                           InferenceService& service) {
+  options.max_connections = FitConnectionsToDescriptors(options.max_connections);
   auto impl = std::make_unique<Impl>(options, service);
   beast::error_code ec;
   const auto address = net::ip::make_address(options.host, ec);
@@ -503,6 +682,7 @@ void HttpFrontend::StopAccepting() {
   net::post(impl_->acceptor.get_executor(), [this] {
     beast::error_code ignored;
     impl_->acceptor.close(ignored);
+    impl_->accept_timer.cancel();
   });
 }
 

@@ -8,6 +8,7 @@
 #include <boost/container/small_vector.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/json.h"
 #include "server/http/json_codec.h"
 #include "server/http/openai_api.h"
 #include "server/http/status_mapping.h"
@@ -145,7 +146,7 @@ void HttpRouter::MarkRetryable(HttpResponse& response) {
 HttpResponse HttpRouter::ErrorResponse(const Status& status, unsigned version, bool keep_alive) {
   json body = {{"error", std::string(status.message())}};
   const http::status code = HttpStatusFor(status.code());
-  HttpResponse res = JsonResponse(code, body.dump(-1, ' ', false, json::error_handler_t::replace),
+  HttpResponse res = JsonResponse(code, DumpJson(body),
                                   version, keep_alive);
   MarkRetryable(res);
   return res;
@@ -219,7 +220,7 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
   if (target == "/health" || target == "/v1/health") {
     const bool ready = service_.Ready();
     return reply(JsonResponse(ready ? http::status::ok : http::status::service_unavailable,
-                              json{{"status", ready ? "ok" : "not ready"}}.dump(), v, ka));
+                              DumpJson(json{{"status", ready ? "ok" : "not ready"}}), v, ka));
   }
   if (target == "/metrics") {
     if (!is_get) return reply(MethodNotAllowed("GET", target, v, ka));
@@ -237,11 +238,11 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
   }
 
   if (target == "/v2" || target == "/v2/") {
-    if (!is_get) return reply(ErrorResponse(InvalidArgument("use GET for " + target), v, ka));
+    if (!is_get) return reply(MethodNotAllowed("GET", target, v, ka));
     json extensions = json::array();
     for (auto e : kServerExtensions) extensions.push_back(e);
     json body = {{"name", kServerName}, {"version", kServerVersion}, {"extensions", extensions}};
-    return reply(JsonResponse(http::status::ok, body.dump(), v, ka));
+    return reply(JsonResponse(http::status::ok, DumpJson(body), v, ka));
   }
   if (target == "/v2/health/live") {
     return reply(EmptyResponse(http::status::ok, v, ka));
@@ -251,10 +252,10 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
                                v, ka));
   }
   if (target == "/v2/models/stats") {
-    if (!is_get) return reply(ErrorResponse(InvalidArgument("use GET for " + target), v, ka));
+    if (!is_get) return reply(MethodNotAllowed("GET", target, v, ka));
     json stats = json::array();
     for (const auto& info : service_.ListModels()) stats.push_back(ModelStats(info));
-    return reply(JsonResponse(http::status::ok, json{{"model_stats", stats}}.dump(), v, ka));
+    return reply(JsonResponse(http::status::ok, DumpJson(json{{"model_stats", stats}}), v, ka));
   }
   if (target.starts_with("/v2/repository/")) {
     return HandleRepository(std::move(request), target, std::move(reply), std::move(connection));
@@ -313,17 +314,15 @@ void HttpRouter::HandleModel(const HttpRequest& request, const ModelRef& ref,
   }
   if (action == "config") {
     return reply(JsonResponse(http::status::ok,
-                              TritonModelConfig(*info).dump(-1, ' ', false,
-                                                            json::error_handler_t::replace),
+                              DumpJson(TritonModelConfig(*info)),
                               v, ka));
   }
   if (action == "stats") {
     return reply(JsonResponse(http::status::ok,
-                              json{{"model_stats", {ModelStats(*info)}}}.dump(
-                                  -1, ' ', false, json::error_handler_t::replace),
+                              DumpJson(json{{"model_stats", {ModelStats(*info)}}}),
                               v, ka));
   }
-  reply(JsonResponse(http::status::ok, ModelMetadata(*info).dump(), v, ka));
+  reply(JsonResponse(http::status::ok, DumpJson(ModelMetadata(*info)), v, ka));
 }
 
 void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply reply,
@@ -423,7 +422,12 @@ void HttpRouter::HandleRepository(HttpRequest request, const std::string& target
   }
   json body = json::object();
   if (!request.body().empty()) {
-    body = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
+    JsonError error;
+    body = ParseJson(request.body(), &error);
+    if (error == JsonError::kTooDeep) {
+      return reply(ErrorResponse(InvalidArgument("request body: " + DescribeJsonError(error)),
+                                 v, ka));
+    }
     if (body.is_discarded() || !body.is_object()) {
       return reply(ErrorResponse(InvalidArgument("request body: expected a JSON object"), v, ka));
     }
@@ -434,7 +438,7 @@ void HttpRouter::HandleRepository(HttpRequest request, const std::string& target
     dispatch([reply, v, ka, result] {
       if (!result.ok()) return reply(ErrorResponse(result.status(), v, ka));
       reply(JsonResponse(http::status::ok,
-                         ReportToJson(*result).dump(-1, ' ', false, json::error_handler_t::replace),
+                         DumpJson(ReportToJson(*result)),
                          v, ka));
     });
   };
@@ -455,8 +459,7 @@ void HttpRouter::HandleRepository(HttpRequest request, const std::string& target
       if (!info.reason.empty() && info.state != ModelState::kReady) item["reason"] = info.reason;
       index.push_back(std::move(item));
     }
-    return reply(JsonResponse(http::status::ok, index.dump(-1, ' ', false,
-                                                           json::error_handler_t::replace),
+    return reply(JsonResponse(http::status::ok, DumpJson(index),
                               v, ka));
   }
   if (target == "/v2/repository/reload" || target == "/v2/repository/reload/") {
@@ -477,11 +480,12 @@ void HttpRouter::HandleRepository(HttpRequest request, const std::string& target
     if (params.contains("config")) {
       entry = params["config"];
       if (entry->is_string()) {
-        entry = json::parse(entry->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+        JsonError error;
+        entry = ParseJson(entry->get<std::string>(), &error);
         if (entry->is_discarded()) {
           return reply(ErrorResponse(
-              InvalidArgument("parameters.config: expected a JSON model entry, found text that "
-                              "is not JSON"),
+              InvalidArgument("parameters.config: expected a JSON model entry, found text that " +
+                              DescribeJsonError(error)),
               v, ka));
         }
       }
@@ -500,7 +504,7 @@ void HttpRouter::StartJob(std::unique_ptr<InferRequest> infer, int64_t model_ver
                {"status", std::string(JobStateName(JobState::kPending))},
                {"url", url}};
   service_.Submit(std::move(infer));
-  HttpResponse res = JsonResponse(http::status::accepted, body.dump(), version, keep_alive);
+  HttpResponse res = JsonResponse(http::status::accepted, DumpJson(body), version, keep_alive);
   res.set(http::field::location, url);
   reply(std::move(res));
 }
@@ -514,7 +518,7 @@ void HttpRouter::HandleJob(const HttpRequest& request, const std::string& id,
     if (!state.ok()) return reply(ErrorResponse(state.status(), v, ka));
     json body = {{"id", id}, {"status", std::string(JobStateName(*state))}};
     if (*state != JobState::kCancelled) body["deleted"] = true;
-    return reply(JsonResponse(http::status::ok, body.dump(), v, ka));
+    return reply(JsonResponse(http::status::ok, DumpJson(body), v, ka));
   }
   if (request.method() != http::verb::get) {
     return reply(MethodNotAllowed("GET or DELETE", "a job", v, ka));
@@ -527,7 +531,7 @@ void HttpRouter::HandleJob(const HttpRequest& request, const std::string& id,
                {"status", std::string(JobStateName(job->state))},
                {"age_ms", job->age.count()}};
   if (job->state != JobState::kPending) head["run_time_ms"] = job->run_time.count();
-  std::string body = head.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string body = DumpJson(head);
   if (job->result && job->result->ok()) {
     // The result is the infer response the request would have had, in JSON.
     ResponseContext ctx{.model_name = job->model, .model_version = job->model_version,
@@ -538,7 +542,7 @@ void HttpRouter::HandleJob(const HttpRequest& request, const std::string& id,
     const Status& s = job->result->status();
     head["error"] = std::string(s.message());
     head["error_code"] = static_cast<int>(HttpStatusFor(s.code()));
-    body = head.dump(-1, ' ', false, json::error_handler_t::replace);
+    body = DumpJson(head);
   }
   reply(JsonResponse(http::status::ok, std::move(body), v, ka));
 }
@@ -569,8 +573,7 @@ void HttpRouter::StreamInfer(std::unique_ptr<InferRequest> infer, ResponseContex
         result->parameters["final"] = true;
         stream->Send(event(EncodeInferResponse(*result, ctx).body));
       } else {
-        stream->Send(event(json{{"error", std::string(result.status().message())}}.dump(
-            -1, ' ', false, json::error_handler_t::replace)));
+        stream->Send(event(DumpJson(json{{"error", std::string(result.status().message())}})));
       }
       stream->End();
     });

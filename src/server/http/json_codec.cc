@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
+#include "common/json.h"
+
 namespace mmserve {
 namespace {
 
@@ -383,7 +385,7 @@ void AppendString(std::string& out, std::string_view s) {
     return;
   }
   out +=
-      nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      DumpJson(nlohmann::json(std::string(s)));
 }
 
 // Number writers: each writes one value at `p` (room for kMaxNumberChars) and returns its end.

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json.h"
 #include "common/strings.h"
 #include "server/http/status_mapping.h"
 
@@ -19,19 +20,13 @@ namespace {
 namespace http = boost::beast::http;
 using nlohmann::json;
 
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 // An error about one field of the body: the message starts with the field's path, which the
 // error response also gives as `param`.
 Status FieldError(const std::string& field, const std::string& what) {
   return InvalidArgument(field + ": " + what);
 }
 
-std::string Found(const json& value) {
-  std::string text = Dump(value);
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return "found " + text;
-}
+std::string Found(const json& value) { return "found " + QuoteJson(value); }
 
 // The field a message names ("messages[0].role: ..."), or "".
 std::string ParamOf(std::string_view message) {
@@ -84,9 +79,16 @@ HttpResponse ApiError(const Status& status, Dialect dialect, unsigned v, bool ka
               {"param", param.empty() ? json(nullptr) : json(param)},
               {"code", static_cast<int>(code)}}}};
   }
-  HttpResponse res = HttpRouter::JsonResponse(code, Dump(body), v, ka);
+  HttpResponse res = HttpRouter::JsonResponse(code, DumpJson(body), v, ka);
   HttpRouter::MarkRetryable(res);
   return res;
+}
+
+// Whether `object` has the string member `key` equal to `expected`. A member of another type is
+// simply not equal (json::value() would throw on it).
+bool MemberEquals(const json& object, const char* key, std::string_view expected) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() && it->get_ref<const std::string&>() == expected;
 }
 
 // A body field: absent when missing or null (clients send null for "not set").
@@ -261,7 +263,7 @@ Status ReadGeneration(const json& body, InferRequest& r, GenerationOptions& g) {
     return FieldError("tools", "tool calls are not supported");
   }
   if (const json* format = Field(body, "response_format")) {
-    if (!format->is_object() || format->value("type", "") != "text") {
+    if (!format->is_object() || !MemberEquals(*format, "type", "text")) {
       return FieldError("response_format", "only {\"type\": \"text\"} is supported");
     }
   }
@@ -339,7 +341,7 @@ Status ReadMessages(const json& body, InferRequest& r) {
         for (size_t p = 0; p < content->size(); ++p) {
           const json& part = (*content)[p];
           const std::string where = at + ".content[" + std::to_string(p) + "]";
-          if (!part.is_object() || part.value("type", "") != "text" ||
+          if (!part.is_object() || !MemberEquals(part, "type", "text") ||
               !part.contains("text") || !part["text"].is_string()) {
             return FieldError(where, "only {\"type\": \"text\", \"text\": ...} parts are "
                                      "supported, " + Found(part));
@@ -404,7 +406,7 @@ struct Generation {
   }
 };
 
-std::string Event(const json& data) { return "data: " + Dump(data) + "\n\n"; }
+std::string Event(const json& data) { return "data: " + DumpJson(data) + "\n\n"; }
 
 // The streaming side of one generation, on the connection's strand. The response starts with
 // the first piece, so a request refused before any output gets a plain HTTP error.
@@ -528,14 +530,18 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
     }
     if (!only.empty()) {
       if (data.empty()) return fail(NotFound("model '" + only + "' is not served"));
-      return reply(HttpRouter::JsonResponse(http::status::ok, Dump(data[0]), v, ka));
+      return reply(HttpRouter::JsonResponse(http::status::ok, DumpJson(data[0]), v, ka));
     }
     return reply(HttpRouter::JsonResponse(
-        http::status::ok, Dump({{"object", "list"}, {"data", data}}), v, ka));
+        http::status::ok, DumpJson({{"object", "list"}, {"data", data}}), v, ka));
   }
 
   if (request.method() != http::verb::post) return wrong_method("POST");
-  const json body = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
+  JsonError error;
+  const json body = ParseJson(request.body(), &error);
+  if (error == JsonError::kTooDeep) {
+    return fail(InvalidArgument("request body: " + DescribeJsonError(error)));
+  }
   if (body.is_discarded() || !body.is_object()) {
     return fail(InvalidArgument("request body: expected a JSON object"));
   }
@@ -630,7 +636,7 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
                       json out = gen.Head(gen.chat ? "chat.completion" : "text_completion");
                       out["choices"] = choices;
                       out["usage"] = Usage(prompt_tokens, completion_tokens);
-                      reply(HttpRouter::JsonResponse(http::status::ok, Dump(out), v, ka));
+                      reply(HttpRouter::JsonResponse(http::status::ok, DumpJson(out), v, ka));
                     });
     }
     return;
@@ -750,13 +756,13 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
             }
             data.push_back(std::move(item));
           }
-          if (tei) return reply(HttpRouter::JsonResponse(http::status::ok, Dump(data), v, ka));
+          if (tei) return reply(HttpRouter::JsonResponse(http::status::ok, DumpJson(data), v, ka));
           const int64_t tokens = NumberParam<int64_t>(result->parameters, "prompt_tokens", 0);
           json out = {{"object", "list"},
                       {"data", data},
                       {"model", name},
                       {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
-          reply(HttpRouter::JsonResponse(http::status::ok, Dump(out), v, ka));
+          reply(HttpRouter::JsonResponse(http::status::ok, DumpJson(out), v, ka));
         });
   }
 
@@ -824,13 +830,13 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
             if (with_text && !tei) item["document"] = {{"text", texts[i]}};
             results.push_back(std::move(item));
           }
-          if (tei) return reply(HttpRouter::JsonResponse(http::status::ok, Dump(results), v, ka));
+          if (tei) return reply(HttpRouter::JsonResponse(http::status::ok, DumpJson(results), v, ka));
           const int64_t tokens = NumberParam<int64_t>(result->parameters, "prompt_tokens", 0);
           json out = {{"model", name},
                       {"object", "list"},
                       {"results", results},
                       {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
-          reply(HttpRouter::JsonResponse(http::status::ok, Dump(out), v, ka));
+          reply(HttpRouter::JsonResponse(http::status::ok, DumpJson(out), v, ka));
         });
   }
   fail(NotFound("no route for POST " + path));

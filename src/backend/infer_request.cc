@@ -1,0 +1,55 @@
+#include "backend/infer_request.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace mmserve {
+namespace {
+
+Status OutOfRange(const std::string& key, const std::string& range) {
+  return InvalidArgument("parameter " + key + ": expected " + range);
+}
+
+}  // namespace
+
+Result<int64_t> IntParam(const RequestParams& params, const std::string& key, int64_t fallback,
+                         int64_t lo, int64_t hi) {
+  auto it = params.find(key);
+  if (it == params.end()) return fallback;
+  const std::string range =
+      "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+  if (const auto* i = std::get_if<int64_t>(&it->second)) {
+    if (*i < lo || *i > hi) return OutOfRange(key, range + ", found " + std::to_string(*i));
+    return *i;
+  }
+  if (const auto* d = std::get_if<double>(&it->second)) {
+    // Compared as doubles first: converting an out-of-range double to int64_t is undefined.
+    if (std::isfinite(*d) && *d == std::floor(*d) && *d >= static_cast<double>(lo) &&
+        *d <= static_cast<double>(hi) && std::fabs(*d) < 9.2e18) {
+      return static_cast<int64_t>(*d);
+    }
+  }
+  return OutOfRange(key, range);
+}
+
+Result<double> RealParam(const RequestParams& params, const std::string& key, double fallback,
+                         double lo, double hi) {
+  auto it = params.find(key);
+  if (it == params.end()) return fallback;
+  double v;
+  if (const auto* i = std::get_if<int64_t>(&it->second)) {
+    v = static_cast<double>(*i);
+  } else if (const auto* d = std::get_if<double>(&it->second)) {
+    v = *d;
+  } else {
+    v = std::nan("");
+  }
+  if (!(v >= lo && v <= hi)) {  // NaN fails both
+    std::ostringstream range;
+    range << "a number from " << lo << " to " << hi;
+    return OutOfRange(key, range.str());
+  }
+  return v;
+}
+
+}  // namespace mmserve

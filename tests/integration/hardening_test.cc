@@ -1,0 +1,434 @@
+// Hostile input against the real binary on 127.0.0.1 (docs/RELIABILITY.md): every reproduction
+// of issue #18's crash causes (C1-C8) and defects (D1-D9). Each test sends what killed or
+// misled the server before and checks the answer and that the server still serves.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "testing/http_client.h"
+#include "testing/models.h"
+#include "testing/server_process.h"
+#include "testing/test_util.h"
+
+namespace mmserve {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::HttpClient;
+using testing::ServerProcess;
+
+// A raw TCP connection to the server, for bytes no well-behaved client sends.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    timeval tv{.tv_sec = 20, .tv_usec = 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~RawConnection() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  bool Send(const std::string& bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  void HalfClose() { ::shutdown(fd_, SHUT_WR); }
+  // Reads until the server closes (or the 20 s receive timeout passes).
+  std::string ReadAll() {
+    std::string out;
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::recv(fd_, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+    return out;
+  }
+  // Reads until `marker` has been seen `count` times (or the server closes).
+  std::string ReadUntil(const std::string& marker, int count = 1) {
+    std::string out;
+    char buf[65536];
+    while (Count(out, marker) < count) {
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+  static int Count(const std::string& text, const std::string& marker) {
+    int n = 0;
+    for (size_t at = text.find(marker); at != std::string::npos; at = text.find(marker, at + 1)) {
+      ++n;
+    }
+    return n;
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+std::string PostRequest(const std::string& target, const std::string& body,
+                        const std::string& extra_headers = "", const std::string& version = "1.1") {
+  return "POST " + target + " HTTP/" + version + "\r\nHost: x\r\nContent-Type: application/json\r\n" +
+         extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+std::string Nested(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+// bert-tiny.gguf with `patch` applied at the first occurrence of `find` (same length).
+std::filesystem::path PatchedModel(const testing::TempDir& dir, const std::string& name,
+                                   const std::string& find, const std::string& patch) {
+  std::string bytes = testing::ReadFile(testing::GeneratedModel("bert-tiny.gguf"));
+  const size_t at = bytes.find(find);
+  EXPECT_NE(at, std::string::npos) << find;
+  if (at != std::string::npos) bytes.replace(at, find.size(), patch);
+  return dir.Write(name, bytes);
+}
+
+constexpr char kModels[] = R"(
+models:
+  - name: echo
+    backend: identity
+    execution: inline
+    params:
+      tensors: [{input: X, output: Y, datatype: FP32}]
+  - name: embedder
+    path: MODELS/bert-tiny.gguf
+    task: embed
+  - name: reranker
+    path: MODELS/rerank-tiny.gguf
+    task: rerank
+    params: {n_ctx: 64}
+  - name: llm
+    path: MODELS/llama-tiny.gguf
+    task: generate
+    params: {n_ctx: 256, n_parallel: 2}
+)";
+
+std::string Config(const std::string& global = "") {
+  std::string models = kModels;
+  const std::string dir = testing::GeneratedModel("");
+  for (size_t at; (at = models.find("MODELS/")) != std::string::npos;) {
+    models.replace(at, 7, dir);
+  }
+  return "global: {" + global + "}\n" + models;
+}
+
+class HardeningTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    config_ = dir_->Write("models.yaml", Config("max_connections: 40"));
+    server_ = new ServerProcess({"serve", config_.string(), "--port", "0", "--lock-dir",
+                                 (dir_->path() / "locks").string()},
+                                dir_->path() / "server.log");
+    ASSERT_TRUE(server_->Start()) << server_->Log();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete dir_;
+  }
+  void TearDown() override {
+    // Whatever a test sent, the server still answers.
+    HttpClient client(server_->port());
+    EXPECT_EQ(client.Get("/v2/health/live").status, 200) << server_->Log();
+  }
+  static int port() { return server_->port(); }
+  static json Body(const testing::HttpResult& r) { return json::parse(r.body, nullptr, false); }
+
+  static testing::TempDir* dir_;
+  static std::filesystem::path config_;
+  static ServerProcess* server_;
+};
+testing::TempDir* HardeningTest::dir_ = nullptr;
+std::filesystem::path HardeningTest::config_;
+ServerProcess* HardeningTest::server_ = nullptr;
+
+TEST_F(HardeningTest, C1AContentPartOrResponseFormatWithANonStringTypeIsA400) {
+  HttpClient client(port());
+  auto r = client.Post("/v1/chat/completions",
+                       R"({"model":"llm","messages":[{"role":"user","content":[{"type":1,"text":"x"}]}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Body(r)["error"]["param"], "messages[0].content[0]") << r.body;
+  r = client.Post("/v1/chat/completions",
+                  R"({"model":"llm","messages":[{"role":"user","content":"x"}],"response_format":{"type":[1]}})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Body(r)["error"]["param"], "response_format") << r.body;
+}
+
+TEST_F(HardeningTest, C2JsonNestedDeeperThanTheLimitIsA400OnEveryParser) {
+  HttpClient client(port());
+  const std::string deep = Nested(70000);
+  for (const auto& [target, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/chat/completions", "{\"model\":" + deep + "}"},
+           {"/v1/embeddings", "{\"model\":\"embedder\",\"input\":" + deep + "}"},
+           {"/v1/rerank", "{\"query\":\"q\",\"documents\":" + deep + "}"},
+           {"/rerank", "{\"query\":\"q\",\"texts\":" + deep + "}"},
+           {"/v2/repository/models/x/load", "{\"parameters\":{\"config\":" + deep + "}}"},
+           {"/v2/models/echo/infer", "{\"inputs\":" + deep + "}"}}) {
+    auto r = client.Post(target, body);
+    EXPECT_EQ(r.status, 400) << target << ": " << r.body.substr(0, 200);
+  }
+  // A config given as a JSON string is parsed with the same limit.
+  auto r = client.Post("/v2/repository/models/x/load",
+                       json{{"parameters", {{"config", "{\"name\":" + deep + "}"}}}}.dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("nested deeper than 64 levels"));
+}
+
+TEST_F(HardeningTest, C3AnAsyncInferForANonUtf8ModelNameIsAnsweredAndTheJobFails) {
+  RawConnection c(port());
+  ASSERT_TRUE(c.connected());
+  const std::string body = R"({"inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[1]}]})";
+  ASSERT_TRUE(c.Send(PostRequest("/v2/models/e\xff\xfe/infer", body, "Prefer: respond-async\r\n",
+                                 "1.1")));
+  const std::string answer = c.ReadUntil("\r\n\r\n");
+  EXPECT_THAT(answer, ::testing::StartsWith("HTTP/1.1 202")) << answer;
+}
+
+TEST_F(HardeningTest, C4AModelWhoseFailureReasonIsNotUtf8CanStillBeDescribed) {
+  const auto file = PatchedModel(*dir_, "badarch.gguf", "bert", "\xff\xfe\xfd\xfc");
+  HttpClient client(port());
+  auto r = client.Post("/v2/repository/models/badarch/load",
+                       json{{"parameters",
+                             {{"config", {{"path", file.string()}, {"task", "embed"}}}}}}
+                           .dump());
+  EXPECT_EQ(r.status, 503) << r.body;  // a version that fails to load
+  EXPECT_THAT(r.body, HasSubstr("general.architecture"));
+  r = client.Post("/v2/repository/index", "{}");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(Body(r).is_discarded());
+}
+
+TEST_F(HardeningTest, C5AndD6DurationsThatOverflowAreConfigErrors) {
+  for (const std::string value : {"99999999999999999999", "9223372036854775807h", "\"3000000000000h\""}) {
+    testing::TempDir dir;
+    const auto file = dir.Write(
+        "m.yaml", "models:\n  - name: e\n    backend: identity\n    keep_alive: " + value + "\n");
+    auto [rc, out] = ServerProcess::Run({"validate", file.string()});
+    EXPECT_EQ(rc, 1) << value << ": " << out;
+    EXPECT_THAT(out, HasSubstr("keep_alive")) << out;
+  }
+  // Through the repository API: a 400 naming the field, the server unharmed.
+  HttpClient client(port());
+  auto r = client.Post(
+      "/v2/repository/models/late/load",
+      R"({"parameters":{"config":{"backend":"identity","keep_alive":"99999999999999999999"}}})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("keep_alive"));
+}
+
+TEST_F(HardeningTest, C5AnInvalidReloadChangesNothing) {
+  const std::string good = testing::ReadFile(config_);
+  {
+    std::ofstream(config_) << good << "    keep_alive: 99999999999999999999\n";
+  }
+  HttpClient client(port());
+  auto r = client.Post("/v2/repository/reload", "");
+  { std::ofstream(config_) << good; }
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("keep_alive"));
+  EXPECT_EQ(client.Get("/v2/models/llm/ready").status, 200);
+}
+
+TEST_F(HardeningTest, C6HugeScalarsAndStringsAreReadWithoutRecursion) {
+  testing::TempDir dir;
+  const auto file = dir.Write("m.yaml", "unknown: " + std::string(300'000, '7') +
+                                            "\nmodels:\n  - name: e\n    backend: identity\n"
+                                            "    preprocess: resize_" +
+                                            std::string(300'000, '1') + "x\n");
+  auto [rc, out] = ServerProcess::Run({"validate", file.string()});
+  EXPECT_EQ(rc, 1) << out.substr(0, 500);
+  EXPECT_THAT(out, HasSubstr("unknown"));
+  EXPECT_THAT(out, HasSubstr("preprocess"));
+  HttpClient client(port());
+  auto r = client.Post("/v2/repository/models/x/load",
+                       json{{"parameters", {{"config", {{"name", std::string(300'000, 'x')},
+                                                        {"backend", "identity"}}}}}}
+                           .dump());
+  EXPECT_EQ(r.status, 400) << r.body.substr(0, 300);
+}
+
+TEST_F(HardeningTest, C7NonUtf8OrNulInTheConfigIsAnErrorAtItsPosition) {
+  for (const std::string name : {"bad\xff", "\"nul\\0byte\""}) {
+    testing::TempDir dir;
+    const auto file =
+        dir.Write("m.yaml", "models:\n  - name: " + name + "\n    backend: identity\n");
+    auto [rc, out] = ServerProcess::Run({"validate", file.string()});
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_THAT(out, HasSubstr("m.yaml:2:")) << out;
+  }
+}
+
+TEST_F(HardeningTest, C8AVocabularyWithADuplicatedTokenIsRefusedBeforeLlamaCppSeesIt) {
+  const auto file = PatchedModel(*dir_, "duptoken.gguf", "[unused1]", "[unused0]");
+  HttpClient client(port());
+  auto r = client.Post("/v2/repository/models/duptoken/load",
+                       json{{"parameters",
+                             {{"config", {{"path", file.string()}, {"task", "embed"}}}}}}
+                           .dump());
+  EXPECT_EQ(r.status, 503) << r.body;  // a version that fails to load
+  EXPECT_THAT(r.body, HasSubstr("duptoken.gguf"));
+  EXPECT_THAT(r.body, HasSubstr("twice"));
+}
+
+TEST_F(HardeningTest, D1AShapeWhoseByteSizeWrapsIsRefused) {
+  HttpClient client(port());
+  const std::string header =
+      R"({"inputs":[{"name":"X","datatype":"FP32","shape":[1152921504606846976,4],"parameters":{"binary_data_size":0}}]})";
+  auto r = client.Post("/v2/models/echo/infer", header,
+                       {{"Inference-Header-Content-Length", std::to_string(header.size())}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("more than 2^63"));
+}
+
+TEST_F(HardeningTest, D3HealthProbesAnswerPastTheConnectionLimitAndSlowHeadersAreClosed) {
+  // 50 connections trickle a header (the limit is 40).
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 50; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(port()));
+    ASSERT_TRUE(slow.back()->Send("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n"));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  HttpClient probe(port());
+  EXPECT_EQ(probe.Get("/v2/health/live").status, 200);
+  EXPECT_EQ(probe.Get("/v2/health/ready").status, 200);
+  // Anything else past the limit is refused with Retry-After.
+  RawConnection extra(port());
+  ASSERT_TRUE(extra.Send("GET /v2 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_THAT(extra.ReadUntil("\r\n\r\n"), HasSubstr("503"));
+  // The trickling connections are closed within the header deadline (10 s + a 5 s tick), not
+  // the 60 s idle timeout.
+  const auto start = std::chrono::steady_clock::now();
+  std::string rest = slow.front()->ReadAll();
+  EXPECT_EQ(rest, "");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(17));
+}
+
+TEST_F(HardeningTest, D4AHalfClosedPipelineIsAnsweredWhole) {
+  RawConnection c(port());
+  const std::string body = R"({"inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[2]}]})";
+  std::string pipeline;
+  for (int i = 0; i < 100; ++i) pipeline += PostRequest("/v2/models/echo/infer", body);
+  ASSERT_TRUE(c.Send(pipeline));
+  c.HalfClose();
+  const std::string all = c.ReadAll();
+  EXPECT_EQ(RawConnection::Count(all, "HTTP/1.1 200 OK"), 100) << all.substr(0, 400);
+  EXPECT_EQ(RawConnection::Count(all, "went away"), 0);
+}
+
+TEST_F(HardeningTest, D4ALoneRequestFollowedByAHalfCloseIsAnswered) {
+  RawConnection c(port());
+  const json body = {{"inputs", {{{"name", "PROMPT"}, {"datatype", "BYTES"}, {"shape", {1}},
+                                  {"data", {"Once upon a time"}}}}},
+                     {"parameters", {{"max_tokens", 8}}}};
+  ASSERT_TRUE(c.Send(PostRequest("/v2/models/llm/infer", body.dump())));
+  c.HalfClose();
+  const std::string all = c.ReadAll();
+  EXPECT_THAT(all, HasSubstr("HTTP/1.1 200 OK")) << all;
+  EXPECT_THAT(all, HasSubstr("\"TEXT\""));
+}
+
+TEST_F(HardeningTest, D6AnEnormousTimeoutParameterIsNotAnImmediateDeadline) {
+  HttpClient client(port());
+  auto r = client.Post(
+      "/v2/models/echo/infer",
+      R"({"inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[1]}],"parameters":{"timeout":9223372036854775807}})");
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
+TEST_F(HardeningTest, D6AMaxTokensBeyondInt32IsRefusedNotWrapped) {
+  HttpClient client(port());
+  const json body = {{"inputs", {{{"name", "PROMPT"}, {"datatype", "BYTES"}, {"shape", {1}},
+                                  {"data", {"hi"}}}}},
+                     {"parameters", {{"max_tokens", (int64_t{1} << 32) + 3}}}};
+  auto r = client.Post("/v2/models/llm/infer", body.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("max_tokens"));
+}
+
+TEST_F(HardeningTest, D7AnHttp10ClientGetsAnUnchunkedEventStream) {
+  RawConnection c(port());
+  const json body = {{"inputs", {{{"name", "PROMPT"}, {"datatype", "BYTES"}, {"shape", {1}},
+                                  {"data", {"Once"}}}}},
+                     {"parameters", {{"max_tokens", 4}, {"stream", true}}}};
+  ASSERT_TRUE(c.Send(PostRequest("/v2/models/llm/infer", body.dump(), "", "1.0")));
+  const std::string all = c.ReadAll();
+  EXPECT_THAT(all, ::testing::StartsWith("HTTP/1.0 200 OK"));
+  EXPECT_THAT(all, Not(HasSubstr("chunked")));
+  EXPECT_THAT(all, HasSubstr("\r\n\r\ndata: {"));
+  EXPECT_THAT(all, HasSubstr("\"final\":true"));
+}
+
+TEST_F(HardeningTest, D7Expect100ContinueIsHonoured) {
+  RawConnection c(port());
+  const std::string body = R"({"inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[3]}]})";
+  std::string request = PostRequest("/v2/models/echo/infer", body, "Expect: 100-continue\r\n");
+  const size_t head_end = request.find("\r\n\r\n") + 4;
+  ASSERT_TRUE(c.Send(request.substr(0, head_end)));
+  EXPECT_EQ(c.ReadUntil("\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(c.Send(request.substr(head_end)));
+  EXPECT_THAT(c.ReadUntil("\"data\""), HasSubstr("HTTP/1.1 200 OK"));
+  // A body over the limit is refused before it is sent.
+  RawConnection big(port());
+  ASSERT_TRUE(big.Send("POST /v2/models/echo/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                       "Content-Length: 999999999999\r\n\r\n"));
+  EXPECT_THAT(big.ReadUntil("\r\n\r\n"), HasSubstr("413"));
+}
+
+TEST_F(HardeningTest, D8MessagesSayWhatIsWrong) {
+  HttpClient client(port());
+  // A long rerank query is the query's fault.
+  std::string query;
+  for (int i = 0; i < 200; ++i) query += "word ";
+  auto r = client.Post("/v1/rerank", json{{"query", query}, {"documents", {"a", "b"}}}.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("QUERY has"));
+  EXPECT_EQ(client.Delete("/v2").status, 405);
+  EXPECT_EQ(client.Request("PUT", "/v2/models/stats").status, 405);
+}
+
+TEST_F(HardeningTest, D8AMemoryRefusalNamesWhatHoldsTheBudgetOrSaysNothingDoes) {
+  testing::TempDir dir;
+  const auto file = dir.Write("m.yaml",
+                              "global: {memory_pool: 100}\nmodels:\n  - name: big\n    backend: "
+                              "identity\n    load: on_demand\n    params: {memory_mb: 500}\n");
+  ServerProcess server({"serve", file.string(), "--port", "0", "--lock-dir",
+                        (dir.path() / "locks").string()},
+                       dir.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  HttpClient client(server.port());
+  auto r = client.Post("/v2/models/big/infer",
+                       R"({"inputs":[{"name":"INPUT0","datatype":"BYTES","shape":[1],"data":["a"]}]})");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_THAT(r.body, Not(HasSubstr("held by \"")));
+  EXPECT_THAT(r.body, HasSubstr("larger than the budget"));
+}
+
+TEST_F(HardeningTest, D9NamesThatAreNotNamesAreRefused) {
+  HttpClient client(port());
+  auto r = client.Post("/v2/repository/models/../load",
+                       R"({"parameters":{"config":{"backend":"identity"}}})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("name"));
+  EXPECT_EQ(Body(client.Post("/v2/repository/index", "{}")).dump().find("\"..\""),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace mmserve

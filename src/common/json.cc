@@ -9,7 +9,7 @@ json ParseJson(std::string_view text, JsonError* error, int max_depth) {
   // The callback sees every event with its depth; past the limit it discards (so nothing deep
   // is built) and remembers why. The parser itself keeps its nesting on the heap.
   const json::parser_callback_t guard = [&](int depth, json::parse_event_t event, json&) {
-    if (depth > max_depth && (event == json::parse_event_t::object_start ||
+    if (depth >= max_depth && (event == json::parse_event_t::object_start ||
                               event == json::parse_event_t::array_start)) {
       too_deep = true;
     }

@@ -1,6 +1,8 @@
 #include "common/pages.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -34,8 +36,13 @@ std::vector<Range> Mappings(bool anonymous_writable) {
     }
     const size_t dash = range.find('-');
     if (dash == std::string::npos) continue;
-    out.emplace_back(std::stoul(range.substr(0, dash), nullptr, 16),
-                     std::stoul(range.substr(dash + 1), nullptr, 16));
+    uintptr_t begin = 0, end = 0;
+    const char* text = range.data();
+    if (std::from_chars(text, text + dash, begin, 16).ec != std::errc() ||
+        std::from_chars(text + dash + 1, text + range.size(), end, 16).ec != std::errc()) {
+      continue;
+    }
+    out.emplace_back(begin, end);
   }
 #endif
   return out;

@@ -5,7 +5,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <regex>
+#include <cstdint>
+#include <string_view>
+
+#include "common/strings.h"
 
 namespace mmserve {
 namespace {
@@ -52,11 +55,13 @@ std::vector<RuntimeProbe> ProbeRuntimes() { return {ProbeCuda()}; }
 std::vector<DeviceHolder> FindDeviceHolders(const std::filesystem::path& lock_dir) {
   std::vector<DeviceHolder> out;
   std::error_code ec;
-  static const std::regex kName(R"(device-([0-9]+)\.lock)");
   for (const auto& entry : std::filesystem::directory_iterator(lock_dir, ec)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, m, kName)) continue;
+    // device-<N>.lock
+    std::string_view name = entry.path().filename().native();
+    if (!name.starts_with("device-") || !name.ends_with(".lock")) continue;
+    name = name.substr(7, name.size() - 12);
+    const auto device = name.empty() || name[0] == '-' ? std::nullopt : ParseInt64(name);
+    if (!device || *device > INT32_MAX) continue;
     const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
@@ -66,7 +71,7 @@ std::vector<DeviceHolder> FindDeviceHolders(const std::filesystem::path& lock_di
       const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
       std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "unknown";
       while (!pid.empty() && pid.back() == '\n') pid.pop_back();
-      out.push_back({std::stoi(m[1].str()), pid});
+      out.push_back({static_cast<int>(*device), pid});
     }
     ::close(fd);
   }

@@ -25,5 +25,41 @@ TEST(StringsTest, Base64EncodeMatchesTheRfcVectors) {
   EXPECT_EQ(Base64Encode(std::string("\xff\x00\x80", 3)), "/wCA");
 }
 
+TEST(StringsTest, Utf8IsCheckedStrictlyAndRepairedWithReplacementCharacters) {
+  EXPECT_TRUE(IsValidUtf8("plain"));
+  EXPECT_TRUE(IsValidUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(IsValidUtf8("\xff"));
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // a surrogate
+  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xe2\x82"));          // cut short
+  EXPECT_EQ(ToValidUtf8("a\xff" "b"), "a\xef\xbf\xbd" "b");
+  EXPECT_EQ(ToValidUtf8("caf\xc3\xa9"), "caf\xc3\xa9");
+  EXPECT_TRUE(IsValidUtf8(ToValidUtf8("\xfe\xfd\xe2\x82")));
+}
+
+TEST(StringsTest, AbbreviateCutsOnACharacterBoundary) {
+  EXPECT_EQ(Abbreviate("short", 10), "short");
+  EXPECT_EQ(Abbreviate("abcdefgh", 4), "abcd...");
+  EXPECT_EQ(Abbreviate("ab\xc3\xa9", 3), "ab...");  // not half of the é
+}
+
+TEST(StringsTest, ParseInt64AcceptsWholeIntegersThatFitAndNothingElse) {
+  EXPECT_EQ(ParseInt64("42"), 42);
+  EXPECT_EQ(ParseInt64("-7"), -7);
+  EXPECT_EQ(ParseInt64("+7"), 7);
+  EXPECT_EQ(ParseInt64("9223372036854775807"), INT64_MAX);
+  EXPECT_EQ(ParseInt64("-9223372036854775808"), INT64_MIN);
+  EXPECT_FALSE(ParseInt64("9223372036854775808"));
+  EXPECT_FALSE(ParseInt64("99999999999999999999"));
+  EXPECT_FALSE(ParseInt64(std::string(300000, '9')));
+  for (const char* bad : {"", "+", "-", "++1", "1 ", " 1", "1x", "0x10", "1.0"}) {
+    EXPECT_FALSE(ParseInt64(bad)) << bad;
+  }
+  EXPECT_EQ(CheckedMul(3, 4), 12);
+  EXPECT_FALSE(CheckedMul(INT64_MAX, 2));
+  EXPECT_FALSE(CheckedMul(int64_t{1} << 62, -4));
+}
+
 }  // namespace
 }  // namespace mmserve

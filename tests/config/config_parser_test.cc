@@ -339,6 +339,16 @@ TEST_F(ConfigParserTest, DurationsAcceptUnitsAndForever) {
   EXPECT_EQ(*ParseDuration("-1"), std::nullopt);
   EXPECT_FALSE(ParseDuration("-5s").has_value());
   EXPECT_FALSE(ParseDuration("soon").has_value());
+  // Overflow: too many digits for 64 bits, or a product past the 100-year cap.
+  EXPECT_FALSE(ParseDuration("99999999999999999999").has_value());
+  EXPECT_FALSE(ParseDuration("9223372036854775807h").has_value());
+  EXPECT_FALSE(ParseDuration("9223372036854775807").has_value());
+  EXPECT_FALSE(ParseDuration(std::string(30'000, '1') + "ms").has_value());
+  EXPECT_EQ(*ParseDuration("876000h"), std::chrono::hours(876000));  // exactly 100 years
+  EXPECT_FALSE(ParseDuration("876001h").has_value());
+  for (const char* bad : {"", "ms", "+5s", "5 s", "5sec", "--1", "1.5s", "-1s", "h"}) {
+    EXPECT_FALSE(ParseDuration(bad).has_value()) << bad;
+  }
 }
 
 

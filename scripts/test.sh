@@ -3,7 +3,8 @@
 #   1. build/       (RelWithDebInfo)   unit + integration tests, the real binary on 127.0.0.1
 #   2. build-asan/  (ASan + UBSan)     unit tests, mmserve's own code instrumented
 #   3. build-tsan/  (ThreadSanitizer)  the concurrency tests (label tsan)
-#   4. bench/all.sh --quick             every benchmark scenario as a smoke test (answers checked)
+#   4. build-fuzz/  (clang, libFuzzer)  every fuzz harness for a bounded time (scripts/fuzz.sh)
+#   5. bench/all.sh --quick             every benchmark scenario as a smoke test (answers checked)
 # Ends with one line "tests: N passed, M failed" and exits non-zero if anything failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -75,6 +76,19 @@ cmake --build build-tsan -j "$JOBS" --target $tsan_targets >/dev/null
 wrapper=()
 if setarch "$(uname -m)" -R true 2>/dev/null; then wrapper=(setarch "$(uname -m)" -R); fi
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest build-tsan tsan "${wrapper[@]}"
+
+step "fuzzing: every harness for ${MMSERVE_FUZZ_SECONDS:-20} s (scripts/fuzz.sh; the committed corpus replayed first)"
+set +e
+bash scripts/fuzz.sh "${MMSERVE_FUZZ_SECONDS:-20}" 2>&1 | tee build/fuzz.log | grep -E '^fuzz|ERROR|SUMMARY|runtime error'
+set -e
+fuzz_line=$(grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed' build/fuzz.log | tail -1 || true)
+if [[ -z "$fuzz_line" ]]; then
+  echo "error: scripts/fuzz.sh produced no summary" >&2
+  failed=$((failed + 1))
+else
+  passed=$((passed + $(sed -E 's/fuzz: ([0-9]+) passed.*/\1/' <<<"$fuzz_line")))
+  failed=$((failed + $(sed -E 's/.* ([0-9]+) failed/\1/' <<<"$fuzz_line")))
+fi
 
 step "benchmarks: bench/all.sh --quick (every scenario side by side, tiny models; checks answers, asserts no goal)"
 if bash bench/all.sh --quick >build/bench-quick.log 2>&1; then

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing (libFuzzer, clang 14, ASan + UBSan) of every parser that reads hostile
+# bytes: the KServe JSON codec and binary tensors, the HTTP routes with the OpenAI/rerank/TEI
+# parsers, the YAML configuration, durations/integers/UTF-8/JSON depth, and the GGUF header check.
+#
+#   scripts/fuzz.sh [SECONDS_EACH] [FUZZER...]    default: 20 s each, every harness
+#
+# Builds tests/fuzz/ into build-fuzz/ (clang; the Debian packages clang-14 and libclang-rt-14-dev
+# are installed when missing), replays the committed corpus (tests/fuzz/corpus/<name>/: seeds and
+# every crash ever found), then fuzzes each harness for SECONDS_EACH with what it learnt kept in
+# build-fuzz/corpus/<name>/. A crash leaves its input in build-fuzz/artifacts/ and fails the run;
+# copy it into the committed corpus once fixed. Prints one line per harness and a summary.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
+SECONDS_EACH="${1:-20}"
+shift || true
+ALL=(json_codec_fuzzer http_router_fuzzer config_fuzzer scalars_fuzzer gguf_fuzzer)
+[[ $# -gt 0 ]] && FUZZERS=("$@") || FUZZERS=("${ALL[@]}")
+
+if ! command -v clang++-14 >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends clang-14 libclang-rt-14-dev
+fi
+if [[ ! -f build-fuzz/build.ninja ]]; then
+  CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMMSERVE_FUZZ=ON \
+    -DMMSERVE_SANITIZE="address,undefined" >/dev/null
+fi
+cmake --build build-fuzz -j "${MMSERVE_JOBS:-$(nproc)}" --target fuzzers | grep -E 'FAILED|error:' || true
+cmake --build build-fuzz -j "${MMSERVE_JOBS:-$(nproc)}" --target fuzzers >/dev/null
+
+passed=0
+failed=0
+total_runs=0
+mkdir -p build-fuzz/artifacts
+for f in "${FUZZERS[@]}"; do
+  work="build-fuzz/corpus/$f"
+  mkdir -p "$work"
+  log="build-fuzz/$f.log"
+  # -timeout: one input may take at most 10 s; -rss_limit_mb: memory is bounded per input too.
+  if ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+     "build-fuzz/tests/fuzz/$f" "$work" "tests/fuzz/corpus/$f" -max_total_time="$SECONDS_EACH" \
+     -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+     -artifact_prefix="build-fuzz/artifacts/$f-" >"$log" 2>&1; then
+    runs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+)/\1/p' "$log" | tail -1)
+    cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 || true)
+    echo "fuzz $f: ok, ${runs:-0} inputs in ${SECONDS_EACH} s, ${cov:-cov: ?}, corpus $(ls "$work" | wc -l)"
+    total_runs=$((total_runs + ${runs:-0}))
+    passed=$((passed + 1))
+  else
+    echo "fuzz $f: FAILED (input in build-fuzz/artifacts/, log $log)"
+    grep -E 'ERROR|SUMMARY|==[0-9]+==|runtime error' "$log" | head -20 || true
+    failed=$((failed + 1))
+  fi
+done
+echo "fuzz: $total_runs inputs in total"
+echo "fuzz: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]

@@ -36,7 +36,8 @@ scenario() {
 }
 
 if $QUICK; then
-  Q=(BENCH_SECONDS=1 BENCH_ROUNDS=1)
+  # Count requests, not seconds: a 1-second window on a loaded machine may see no answer.
+  Q=(BENCH_SECONDS=1 BENCH_ROUNDS=1 BENCH_MIN_REQUESTS=3)
   scenario "P1 embeddings (tiny, quick)" "${Q[@]}" BENCH_CONCURRENCY=8 -- embeddings.sh tiny
   scenario "P2 generation (tiny, quick)" "${Q[@]}" BENCH_STREAMS=2 -- generate.sh tiny
   scenario "H1 HTTP overhead (quick)" "${Q[@]}" BENCH_CONCURRENCY=4 BENCH_ROUNDS=1 -- http_overhead.sh

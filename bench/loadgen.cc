@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -294,6 +295,9 @@ struct Settings {
   double seconds = 10;
   double warmup = 1;
   bool stream_events = false;
+  // The window lasts `seconds`, and then until this many requests sent in it have been answered
+  // (at most 60 s more): on a loaded machine a short window may otherwise see none.
+  int64_t min_requests = 0;
 };
 
 // One measurement: `concurrency` clients (closed loop) or connections (open loop at `rate`),
@@ -311,9 +315,16 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
   const auto start = Clock::now();
   const auto measure_from =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup));
-  const auto measure_to = measure_from + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(seconds));
-  auto measured = [&](Clock::time_point t) { return t >= measure_from && t < measure_to; };
+  // The window's end: moved later while fewer than min_requests have been answered.
+  std::atomic<Clock::rep> measure_to_rep{
+      (measure_from +
+       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)))
+          .time_since_epoch()
+          .count()};
+  auto window_end = [&] { return Clock::time_point(Clock::duration(measure_to_rep.load())); };
+  const auto planned_end = window_end();
+  std::atomic<int64_t> answered{0};  // requests sent in the window and answered well
+  auto measured = [&](Clock::time_point t) { return t >= measure_from && t < window_end(); };
   auto error = [&](const std::string& what) {
     ++errors;
     std::lock_guard lock(mu);
@@ -342,6 +353,7 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
         const auto done = Clock::now();
         const bool ok = answer.error.empty();
         const auto& events = answer.events;
+        const auto measure_to = window_end();
         if (ok && done > measure_from && sent < measure_to) {
           // Throughput counts each request by the share of its time inside the window: whole
           // counts would be off by up to one request per client (±3 % for 30 one-second
@@ -356,6 +368,7 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
             error(answer.error);
           } else {
             mine.latency_us.push_back(Micros(done - sent));
+            ++answered;
             if (stream_events) {
               mine.ttft_us.push_back(Micros(events.front() - sent));
               for (size_t i = 1; i < events.size(); ++i) {
@@ -375,14 +388,20 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
     std::mt19937_64 rng(12345);
     std::exponential_distribution<double> gap(rate);
     auto next = start;
-    while (next < measure_to) {
+    while (next < planned_end) {
       next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
       std::this_thread::sleep_until(next);
       arrivals.Push(next);
     }
   } else {
-    std::this_thread::sleep_until(measure_to);
+    std::this_thread::sleep_until(planned_end);
   }
+  // Count requests, not seconds: extend the window until enough have been answered.
+  const auto give_up = planned_end + std::chrono::seconds(60);
+  while (answered.load() < settings.min_requests && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (settings.min_requests > 0) measure_to_rep = std::max(Clock::now(), planned_end).time_since_epoch().count();
   // Stop sending; requests already sent finish (each client waits for its answer), and the
   // open loop gives queued arrivals a moment to be sent.
   std::this_thread::sleep_for(std::chrono::milliseconds(rate > 0 ? 200 : 0));
@@ -390,7 +409,7 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
   arrivals.Wake();
   for (auto& t : clients) t.join();
 
-  const double elapsed = seconds;
+  const double elapsed = std::chrono::duration<double>(window_end() - measure_from).count();
   int64_t sum = 0;
   for (int64_t v : all.latency_us) sum += v;
   const size_t n = all.latency_us.size();
@@ -479,6 +498,11 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--seconds", settings.seconds, "the measured window of each point");
   app.add_option("--warmup", settings.warmup, "seconds of load before measuring, each point");
+  // BENCH_MIN_REQUESTS sets it for every run of a suite (bench/all.sh --quick does).
+  if (const char* env = std::getenv("BENCH_MIN_REQUESTS")) settings.min_requests = std::atoll(env);
+  app.add_option("--min-requests", settings.min_requests,
+                 "after the window, go on until this many requests sent in it are answered "
+                 "(at most 60 s more; default $BENCH_MIN_REQUESTS or 0)");
   app.add_flag("--markdown", markdown, "print the sweep as a markdown table instead of JSON lines");
   app.add_flag("--stream", stream_events, "the answer comes in parts: report TTFT and ITL");
   CLI11_PARSE(app, argc, argv);

@@ -96,7 +96,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 2 && data[size - 1] == '!') {
     request.set("Inference-Header-Content-Length", std::to_string(data[size - 2]));
   }
-  request.prepare_payload();
+  // As the parser leaves it (prepare_payload() refuses a body on some methods, a frame never does).
+  request.content_length(request.body().size());
   world->router->Handle(
       std::move(request), [](HttpResponse) {},
       HttpConnection{.dispatch = [](std::function<void()> task) { task(); },

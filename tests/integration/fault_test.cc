@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -143,7 +144,10 @@ models:
   EXPECT_EQ(ok + refused, 960);
   EXPECT_GT(ok.load(), 0);
   EXPECT_GT(refused.load(), 0) << "48 clients against room for 24 must be refused sometimes";
-  EXPECT_LT(RssKb(server.process().pid()), 512 * 1024) << "bounded memory";
+  const int64_t rss_kb = RssKb(server.process().pid());
+  EXPECT_LT(rss_kb, 512 * 1024) << "bounded memory";
+  std::cout << "overload: " << ok << " answered, " << refused << " refused, server RSS "
+            << rss_kb / 1024 << " MiB\n";
   HttpClient client(port);
   EXPECT_EQ(client.Get("/v2/health/live").status, 200);
 }

@@ -3,6 +3,7 @@
 // Python generators. ServerLive/Metadata, ModelMetadata, ModelInfer (typed and raw contents) on
 // the embedder and an identity model, token streaming over ModelStreamInfer, ModelConfig,
 // ModelStatistics, status codes, and the API/admin keys.
+#include <algorithm>
 #include <cstdio>
 #include <regex>
 
@@ -117,6 +118,46 @@ TEST(GrpcTest, KeysAreCheckedFromTheAuthorizationMetadata) {
   EXPECT_EQ(seen["right"], "OK");
   EXPECT_EQ(seen["unload_with_inference_key"], "PERMISSION_DENIED");
   EXPECT_EQ(seen["live_without_key"], true);
+}
+
+// Issue #18's gRPC reproductions: max_in_flight (D5), a uint64 max_tokens past int32 (D6), a
+// deeply nested config (C2) and a failure reason that held non-UTF-8 bytes in the index (C4).
+TEST(GrpcTest, HostileCallsAreRefusedAndTheServerStaysUp) {
+  testing::TempDir dir;
+  std::string bytes = testing::ReadFile(testing::GeneratedModel("bert-tiny.gguf"));
+  bytes.replace(bytes.find("bert"), 4, "\xff\xfe\xfd\xfc");
+  const auto bad = dir.Write("badarch.gguf", bytes);
+  const auto yaml = dir.Write(
+      "models.yaml",
+      "global: {grpc_port: 0, max_in_flight: 2}\nmodels:\n  - name: llm\n    path: " +
+          testing::GeneratedModel("llama-tiny.gguf") +
+          "\n    task: generate\n    params: {n_ctx: 256}\n  - name: slow\n"
+          "    backend: identity\n    thread_num: 2\n    params: {latency_ms: 300, tensors: "
+          "[{input: X, output: Y, datatype: INT32}]}\n");
+  testing::ServerProcess server({"serve", yaml.string(), "--port", "0", "--lock-dir",
+                                 (dir.path() / "locks").string()},
+                                dir.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string stubs = (dir.path() / "stubs").string();
+  const std::string source = MMSERVE_SOURCE_DIR;
+  auto [rc, out] = testing::RunShell(
+      "mkdir -p " + stubs + " && protoc -I " + source + "/src/server/grpc --python_out=" + stubs +
+      " --grpc_python_out=" + stubs +
+      " --plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin grpc_service.proto 2>&1 && "
+      "/usr/bin/python3 " + source + "/tests/integration/clients/grpc_client.py " +
+      std::to_string(GrpcPort(server.Log())) + " " + stubs + " hostile " + bad.string() + " 2>&1");
+  ASSERT_EQ(rc, 0) << out;
+  const json seen = json::parse(out.substr(out.find('{')), nullptr, false);
+  ASSERT_FALSE(seen.is_discarded()) << out;
+  const auto codes = seen["in_flight"].get<std::vector<std::string>>();
+  EXPECT_GE(std::count(codes.begin(), codes.end(), "OK"), 2) << out;
+  EXPECT_GE(std::count(codes.begin(), codes.end(), "UNAVAILABLE"), 1) << out;
+  EXPECT_EQ(seen["max_tokens"], "INVALID_ARGUMENT");
+  EXPECT_EQ(seen["deep_config"], "INVALID_ARGUMENT");
+  EXPECT_NE(seen["bad_load"], "OK");
+  EXPECT_TRUE(seen["index"].contains("llm")) << out;
+  testing::HttpClient http(server.port());
+  EXPECT_EQ(http.Get("/v2/health/live").status, 200);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@ from the project's .proto (by the calling test). Prints what it saw as one JSON 
 
 Usage: grpc_client.py PORT STUBS_DIR          (the RAG trio and an identity model "echo")
        grpc_client.py PORT STUBS_DIR API_KEY  (only the key checks, against "echo")
+       grpc_client.py PORT STUBS_DIR hostile BAD_GGUF
+                      (issue #18's gRPC reproductions against "slow" (max_in_flight 2), "llm")
 """
 import json
 import struct
@@ -46,9 +48,52 @@ def auth_checks(stub, key):
     print(json.dumps(seen))
 
 
+def code_of(call):
+    try:
+        call()
+        return "OK"
+    except grpc.RpcError as e:
+        return e.code().name
+
+
+def hostile_checks(stub, bad_gguf):
+    seen = {}
+    # D5: max_in_flight (2) holds over gRPC: 8 calls at once to a model that takes 300 ms.
+    req = pb.ModelInferRequest(model_name="slow")
+    req.inputs.add(name="X", datatype="INT32", shape=[1]).contents.int_contents.append(1)
+    futures = [stub.ModelInfer.future(req) for _ in range(8)]
+    codes = []
+    for f in futures:
+        try:
+            f.result()
+            codes.append("OK")
+        except grpc.RpcError as e:
+            codes.append(e.code().name)
+    seen["in_flight"] = codes
+    # D6: a uint64 max_tokens past int32 is refused, not wrapped to 3.
+    gen = pb.ModelInferRequest(model_name="llm")
+    gen.inputs.add(name="PROMPT", datatype="BYTES", shape=[1]).contents.bytes_contents.append(b"hi")
+    gen.parameters["max_tokens"].uint64_param = 2**32 + 3
+    seen["max_tokens"] = code_of(lambda: stub.ModelInfer(gen))
+    # C2: a deeply nested config.
+    deep = "[" * 70000 + "]" * 70000
+    load = pb.RepositoryModelLoadRequest(model_name="deep")
+    load.parameters["config"].string_param = '{"name":' + deep + "}"
+    seen["deep_config"] = code_of(lambda: stub.RepositoryModelLoad(load))
+    # C4: a model whose failure reason held non-UTF-8 bytes, then the index.
+    bad = pb.RepositoryModelLoadRequest(model_name="badarch")
+    bad.parameters["config"].string_param = json.dumps({"path": bad_gguf, "task": "embed"})
+    seen["bad_load"] = code_of(lambda: stub.RepositoryModelLoad(bad))
+    index = stub.RepositoryIndex(pb.RepositoryIndexRequest())
+    seen["index"] = {m.name: m.reason for m in index.models}
+    print(json.dumps(seen))
+
+
 def main():
     channel = grpc.insecure_channel(f"127.0.0.1:{sys.argv[1]}")
     stub = pb_grpc.GRPCInferenceServiceStub(channel)
+    if len(sys.argv) > 4 and sys.argv[3] == "hostile":
+        return hostile_checks(stub, sys.argv[4])
     if len(sys.argv) > 3:
         return auth_checks(stub, sys.argv[3])
     seen = {}

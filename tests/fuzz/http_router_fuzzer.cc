@@ -1,5 +1,6 @@
-// Fuzzes everything behind the HTTP framing: the router, KServe v2 routes, the OpenAI, rerank and
-// TEI request parsers, the repository and job routes. Input: "METHOD TARGET\n" then the body.
+// Fuzzes an HTTP request from its bytes on: Beast's request parser with the frontend's limits
+// (the framing), then the router, KServe v2 routes, the OpenAI, rerank and TEI request parsers,
+// jobs and metadata. Input: the raw request, as a client would send it.
 // The models are identity models (inline, so every answer comes before Handle returns) that
 // claim the generate, embed and rerank tasks, so the OpenAI parsers run to the end.
 #include <cstddef>
@@ -75,29 +76,28 @@ struct World {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  namespace http = boost::beast::http;
   static World* world = new World();
-  const std::string input(reinterpret_cast<const char*>(data), size);
-  const size_t line_end = input.find('\n');
-  if (line_end == std::string::npos) return 0;
-  const std::string line = input.substr(0, line_end);
-  const size_t space = line.find(' ');
-  if (space == std::string::npos) return 0;
-  const auto method = boost::beast::http::string_to_verb(line.substr(0, space));
-  std::string target = line.substr(space + 1);
+  // The framing, as the connection reads it: header, then the body with the frontend's limits.
+  http::request_parser<http::string_body> parser;
+  parser.body_limit(1u << 20);
+  parser.eager(true);
+  boost::beast::error_code ec;
+  boost::asio::const_buffer input(data, size);
+  while (!parser.is_done() && input.size() > 0) {
+    const size_t used = parser.put(input, ec);
+    input += used;
+    if (ec == http::error::need_more) {
+      ec = {};
+      break;
+    }
+    if (ec) return 0;  // answered 400 by the connection
+    if (used == 0) break;
+  }
+  if (!parser.is_done()) return 0;  // the connection would wait for the rest, then time out
+  HttpRequest request = parser.release();
   // Reloads re-read the file and repository loads add models: both are the config fuzzer's.
-  if (target.empty() || target[0] != '/' || target.find("/repository/") != std::string::npos) {
-    return 0;
-  }
-  HttpRequest request(method == boost::beast::http::verb::unknown ? boost::beast::http::verb::post
-                                                                  : method,
-                      target, 11);
-  request.body() = input.substr(line_end + 1);
-  request.set(boost::beast::http::field::content_type, "application/json");
-  if (size > 2 && data[size - 1] == '!') {
-    request.set("Inference-Header-Content-Length", std::to_string(data[size - 2]));
-  }
-  // As the parser leaves it (prepare_payload() refuses a body on some methods, a frame never does).
-  request.content_length(request.body().size());
+  if (request.target().find("/repository/") != boost::beast::string_view::npos) return 0;
   world->router->Handle(
       std::move(request), [](HttpResponse) {},
       HttpConnection{.dispatch = [](std::function<void()> task) { task(); },

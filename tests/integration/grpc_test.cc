@@ -28,8 +28,9 @@ int GrpcPort(const std::string& log) {
   return std::regex_search(log, m, kGrpc) ? std::stoi(m[1].str()) : 0;
 }
 
-// Runs the Python client against `port`; its JSON line.
-json RunClient(const testing::TempDir& dir, int port, const std::string& key = "") {
+// Runs the Python client against `port` with `args` (an API key, or a mode and its arguments);
+// its JSON line.
+json RunClient(const testing::TempDir& dir, int port, const std::string& args = "") {
   const std::string source = MMSERVE_SOURCE_DIR;
   const std::string stubs = (dir.path() / "stubs").string();
   auto [rc, out] = testing::RunShell("mkdir -p " + stubs + " && protoc -I " + source +
@@ -37,7 +38,7 @@ json RunClient(const testing::TempDir& dir, int port, const std::string& key = "
                          " --plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin "
                          "grpc_service.proto 2>&1 && /usr/bin/python3 " + source +
                          "/tests/integration/clients/grpc_client.py " + std::to_string(port) +
-                         " " + stubs + " " + key + " 2>&1");
+                         " " + stubs + " " + args + " 2>&1");
   EXPECT_EQ(rc, 0) << out;
   const size_t start = out.find('{');
   json seen = json::parse(start == std::string::npos ? out : out.substr(start), nullptr, false);
@@ -138,17 +139,8 @@ TEST(GrpcTest, HostileCallsAreRefusedAndTheServerStaysUp) {
                                  (dir.path() / "locks").string()},
                                 dir.path() / "server.log");
   ASSERT_TRUE(server.Start()) << server.Log();
-  const std::string stubs = (dir.path() / "stubs").string();
-  const std::string source = MMSERVE_SOURCE_DIR;
-  auto [rc, out] = testing::RunShell(
-      "mkdir -p " + stubs + " && protoc -I " + source + "/src/server/grpc --python_out=" + stubs +
-      " --grpc_python_out=" + stubs +
-      " --plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin grpc_service.proto 2>&1 && "
-      "/usr/bin/python3 " + source + "/tests/integration/clients/grpc_client.py " +
-      std::to_string(GrpcPort(server.Log())) + " " + stubs + " hostile " + bad.string() + " 2>&1");
-  ASSERT_EQ(rc, 0) << out;
-  const json seen = json::parse(out.substr(out.find('{')), nullptr, false);
-  ASSERT_FALSE(seen.is_discarded()) << out;
+  const json seen = RunClient(dir, GrpcPort(server.Log()), "hostile " + bad.string());
+  const std::string out = seen.dump();
   const auto codes = seen["in_flight"].get<std::vector<std::string>>();
   EXPECT_GE(std::count(codes.begin(), codes.end(), "OK"), 2) << out;
   EXPECT_GE(std::count(codes.begin(), codes.end(), "UNAVAILABLE"), 1) << out;

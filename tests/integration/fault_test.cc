@@ -33,6 +33,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::HttpClient;
 using testing::ServerProcess;
 
@@ -215,6 +216,50 @@ TEST(FaultTest, StreamsDroppedMidGenerationFreeTheirSlots) {
                            .dump());
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+}
+
+TEST(FaultTest, SigtermUnderLoadAnswersEveryRequestItReadAndExitsCleanly) {
+  Server server(R"(models:
+  - name: echo
+    backend: identity
+    thread_num: 2
+    params: {latency_ms: 5, tensors: [{input: X, output: Y, datatype: INT32}]}
+)");
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  const int port = server.process().port();
+  std::atomic<int> answered{0}, refused{0}, wrong{0}, closed{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 16; ++c) {
+    clients.emplace_back([&, c] {
+      // Each client sends until the server is gone (at most 2,000 requests).
+      for (int i = 0; i < 2000 && !stop; ++i) {
+        try {
+          HttpClient client(port);
+          auto r = client.Post("/v2/models/echo/infer", EchoBody(c * 10000 + i));
+          const json j = json::parse(r.body, nullptr, false);
+          if (r.status == 200 && !j.is_discarded() &&
+              j["outputs"][0]["data"][0] == c * 10000 + i) {
+            ++answered;
+          } else if (r.status == 503) {
+            ++refused;  // "the server is shutting down"
+          } else {
+            ++wrong;
+          }
+        } catch (const std::exception&) {
+          ++closed;  // not accepted: the listener is closed
+          if (closed > 64) stop = true;
+        }
+      }
+    });
+  }
+  while (answered < 200) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(server.process().Stop(SIGTERM), 0) << server.process().Log();
+  stop = true;
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(wrong.load(), 0) << answered << " answered, " << refused << " refused";
+  EXPECT_GE(answered.load(), 200);
+  EXPECT_THAT(server.process().Log(), Not(HasSubstr("[error]")));
 }
 
 TEST(FaultTest, SigkillAndRestartTenTimesLeavesNothingThatBlocksTheNext) {

@@ -22,8 +22,9 @@ APT_PACKAGES=(
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-numpy
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
 )
-# Only the tests need these: the Python gRPC client and promtool (checks /metrics).
-TEST_PACKAGES=(python3-grpcio python3-protobuf prometheus)
+# Only the tests need these: the Python gRPC client, promtool (checks /metrics), and clang with
+# its runtime libraries for the libFuzzer harnesses (scripts/fuzz.sh).
+TEST_PACKAGES=(python3-grpcio python3-protobuf prometheus clang-14 libclang-rt-14-dev)
 
 install_packages() {
   local missing=() wanted=("${APT_PACKAGES[@]}")

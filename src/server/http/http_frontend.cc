@@ -624,6 +624,8 @@ struct HttpFrontend::Impl {
 
 HttpFrontend::HttpFrontend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+namespace {
+
 // Raises the soft open-file limit towards what max_connections needs; if the hard limit is lower,
 // lowers max_connections to fit (with a warning that says how to raise it). Without this the
 // default 1024 connections meet the usual limit of 1024 descriptors, and accept() fails.
@@ -649,6 +651,8 @@ int FitConnectionsToDescriptors(int max_connections) {
       kMaxRefusing + kReservedDescriptors, fits, static_cast<uint64_t>(wanted), max_connections);
   return std::min(fits, max_connections);
 }
+
+}  // namespace
 
 Result<std::unique_ptr<HttpFrontend>> HttpFrontend::Create(Options options,
                                                           InferenceService& service) {

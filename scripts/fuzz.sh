@@ -47,13 +47,13 @@ for f in "${FUZZERS[@]}"; do
      -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
      -artifact_prefix="build-fuzz/artifacts/$f-" >"$log" 2>&1; then
     runs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+)/\1/p' "$log" | tail -1)
-    cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 || true)
+    cov=$(grep -aoE 'cov: [0-9]+' "$log" | tail -1 || true)
     echo "fuzz $f: ok, ${runs:-0} inputs in ${SECONDS_EACH} s, ${cov:-cov: ?}, corpus $(ls "$work" | wc -l)"
     total_runs=$((total_runs + ${runs:-0}))
     passed=$((passed + 1))
   else
     echo "fuzz $f: FAILED (input in build-fuzz/artifacts/, log $log)"
-    grep -E 'ERROR|SUMMARY|==[0-9]+==|runtime error' "$log" | head -20 || true
+    grep -aE 'ERROR|SUMMARY|==[0-9]+==|runtime error' "$log" | head -20 || true
     failed=$((failed + 1))
   fi
 done

@@ -107,6 +107,11 @@ models:
     execution: inline
     params:
       tensors: [{input: X, output: Y, datatype: FP32}]
+  - name: slowecho
+    backend: identity
+    params:
+      latency_ms: 2
+      tensors: [{input: X, output: Y, datatype: FP32}]
   - name: embedder
     path: MODELS/bert-tiny.gguf
     task: embed
@@ -324,7 +329,8 @@ TEST_F(HardeningTest, D4AHalfClosedPipelineIsAnsweredWhole) {
   RawConnection c(port());
   const std::string body = R"({"inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[2]}]})";
   std::string pipeline;
-  for (int i = 0; i < 100; ++i) pipeline += PostRequest("/v2/models/echo/infer", body);
+  // A model that takes a moment, so that the end of stream arrives while requests wait.
+  for (int i = 0; i < 100; ++i) pipeline += PostRequest("/v2/models/slowecho/infer", body);
   ASSERT_TRUE(c.Send(pipeline));
   c.HalfClose();
   const std::string all = c.ReadAll();

@@ -34,13 +34,14 @@ using testing::ServerProcess;
 // A raw TCP connection to the server, for bytes no well-behaved client sends.
 class RawConnection {
  public:
-  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  // Reads give up after `timeout_s` without a byte.
+  explicit RawConnection(int port, int timeout_s = 20) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    timeval tv{.tv_sec = 20, .tv_usec = 0};
+    timeval tv{.tv_sec = timeout_s, .tv_usec = 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   }
   ~RawConnection() { ::close(fd_); }
@@ -50,7 +51,7 @@ class RawConnection {
            static_cast<ssize_t>(bytes.size());
   }
   void HalfClose() { ::shutdown(fd_, SHUT_WR); }
-  // Reads until the server closes (or the 20 s receive timeout passes).
+  // Reads until the server closes (or the receive timeout passes).
   std::string ReadAll() {
     std::string out;
     char buf[65536];
@@ -306,7 +307,7 @@ TEST_F(HardeningTest, D3HealthProbesAnswerPastTheConnectionLimitAndSlowHeadersAr
   // 50 connections trickle a header (the limit is 40).
   std::vector<std::unique_ptr<RawConnection>> slow;
   for (int i = 0; i < 50; ++i) {
-    slow.push_back(std::make_unique<RawConnection>(port()));
+    slow.push_back(std::make_unique<RawConnection>(port(), /*timeout_s=*/90));
     ASSERT_TRUE(slow.back()->Send("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n"));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -317,12 +318,12 @@ TEST_F(HardeningTest, D3HealthProbesAnswerPastTheConnectionLimitAndSlowHeadersAr
   RawConnection extra(port());
   ASSERT_TRUE(extra.Send("GET /v2 HTTP/1.1\r\nHost: x\r\n\r\n"));
   EXPECT_THAT(extra.ReadUntil("\r\n\r\n"), HasSubstr("503"));
-  // The trickling connections are closed within the header deadline (10 s + a 5 s tick), not
-  // the 60 s idle timeout.
+  // The trickling connections are closed by the header deadline (10 s + a 5 s tick), long
+  // before the 60 s idle timeout (the margin is for a loaded machine).
   const auto start = std::chrono::steady_clock::now();
   std::string rest = slow.front()->ReadAll();
   EXPECT_EQ(rest, "");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(17));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(45));
 }
 
 TEST_F(HardeningTest, D4AHalfClosedPipelineIsAnsweredWhole) {

@@ -37,6 +37,16 @@ std::string DescribeJsonError(JsonError error, int max_depth) {
   return "is not JSON";
 }
 
+Result<json> ParseJsonObject(std::string_view text, const std::string& field) {
+  JsonError error;
+  json value = ParseJson(text, &error);
+  if (error == JsonError::kTooDeep) return InvalidArgument(field + ": " + DescribeJsonError(error));
+  if (value.is_discarded() || !value.is_object()) {
+    return InvalidArgument(field + ": expected a JSON object");
+  }
+  return value;
+}
+
 std::string DumpJson(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/result.h"
+
 namespace mmserve {
 
 // Deeper than any request or configuration needs (KServe tensors nest one level per dimension;
@@ -26,6 +28,9 @@ nlohmann::json ParseJson(std::string_view text, JsonError* error = nullptr,
                          int max_depth = kMaxJsonDepth);
 // "is not JSON" / "is nested deeper than 64 levels", for error messages.
 std::string DescribeJsonError(JsonError error, int max_depth = kMaxJsonDepth);
+// The JSON object `text` holds, or InvalidArgument naming `field` ("request body: is nested
+// deeper than 64 levels", "request body: expected a JSON object").
+Result<nlohmann::json> ParseJsonObject(std::string_view text, const std::string& field);
 
 // Compact JSON text; invalid UTF-8 in strings is replaced, never thrown about.
 std::string DumpJson(const nlohmann::json& value);

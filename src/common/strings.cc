@@ -1,9 +1,9 @@
 #include "common/strings.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdint>
 #include <charconv>
+#include <cstdint>
+#include <cstdio>
 #include <numeric>
 
 namespace mmserve {

@@ -69,8 +69,7 @@ double ParamReader::Double(const std::string& key, double fallback, double min, 
   const auto* v = Find(key);
   if (!v) return fallback;
   if (!v->is_number() || v->get<double>() < min || v->get<double>() > max) {
-    Error(key, "a number in " + DumpJson(min) + ".." + DumpJson(max),
-          DescribeFound(*v));
+    Error(key, "a number in " + DumpJson(min) + ".." + DumpJson(max), DescribeFound(*v));
     return fallback;
   }
   return v->get<double>();

@@ -39,6 +39,18 @@ TEST(JsonTest, ParseReportsSyntaxErrorsAndInvalidUtf8) {
   EXPECT_EQ(ParseJson("{\"a\":[1,2]}", &error)["a"][1], 2);
 }
 
+TEST(JsonTest, ParseJsonObjectNamesTheFieldInEachRefusal) {
+  EXPECT_EQ((*ParseJsonObject("{\"a\":1}", "request body"))["a"], 1);
+  const auto deep = ParseJsonObject(std::string(100, '[') + std::string(100, ']'), "request body");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.status().message(), "request body: is nested deeper than 64 levels");
+  for (const char* bad : {"[1]", "\"text\"", "{", ""}) {
+    const auto r = ParseJsonObject(bad, "request body");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(), "request body: expected a JSON object") << bad;
+  }
+}
+
 TEST(JsonTest, DumpNeverThrowsOnInvalidUtf8AndQuoteIsBounded) {
   const json bad = {{"name", std::string("x\xff\xfey")}};
   EXPECT_EQ(DumpJson(bad), "{\"name\":\"x\xef\xbf\xbd\xef\xbf\xbdy\"}");

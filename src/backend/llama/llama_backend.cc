@@ -110,9 +110,9 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
     const int64_t n_ctx_seq = o.n_ctx > 0 ? o.n_ctx : 2048;
     const double n_embd_kv =
         gguf.n_head > 0 ? static_cast<double>(gguf.n_embd) * gguf.n_head_kv / gguf.n_head : 0;
-    per_instance += 4.0 * n_batch * gguf.n_vocab;                             // chunk logits
-    per_instance += 4.0 * n_seq * n_ctx_seq * gguf.n_layer * n_embd_kv;       // K and V, F16
-    per_instance += 4.0 * n_seq * gguf.n_vocab;                               // output logits
+    per_instance += 4.0 * n_batch * gguf.n_vocab;                        // chunk logits
+    per_instance += 4.0 * n_seq * n_ctx_seq * gguf.n_layer * n_embd_kv;  // K and V, F16
+    per_instance += 4.0 * n_seq * gguf.n_vocab;                          // output logits
     source += " + KV cache " + std::to_string(n_seq) + " x " + std::to_string(n_ctx_seq) +
               " cells";
   } else {
@@ -129,8 +129,7 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
                            std::to_string(bytes / (1 << 30)) + " GiB: implausible (check its "
                            "header and params.n_ctx, n_parallel, n_batch)");
   }
-  return MemoryEstimate{.bytes = static_cast<int64_t>(bytes),
-                        .source = source + ")"};
+  return MemoryEstimate{.bytes = static_cast<int64_t>(bytes), .source = source + ")"};
 }
 
 Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {

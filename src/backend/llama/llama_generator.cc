@@ -166,7 +166,8 @@ Status LlamaGenerator::Prepare(Slot& slot) {
   MMS_ASSIGN_OR_RETURN(const double repeat_penalty_param,
                        RealParam(r.parameters, "repeat_penalty", 1.0, 0.0, 1e6));
   if (repeat_penalty_param <= 0) return InvalidArgument("parameter repeat_penalty: expected > 0");
-  MMS_ASSIGN_OR_RETURN(const int64_t top_k, IntParam(r.parameters, "top_k", 40, INT32_MIN, INT32_MAX));
+  MMS_ASSIGN_OR_RETURN(const int64_t top_k,
+                       IntParam(r.parameters, "top_k", 40, INT32_MIN, INT32_MAX));
   MMS_ASSIGN_OR_RETURN(const double top_p, RealParam(r.parameters, "top_p", 1.0, 0.0, 1.0));
   MMS_ASSIGN_OR_RETURN(const double min_p, RealParam(r.parameters, "min_p", 0.0, 0.0, 1.0));
   MMS_ASSIGN_OR_RETURN(const int64_t seed,

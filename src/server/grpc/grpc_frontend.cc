@@ -242,12 +242,12 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
 
   // Takes a slot for one request; on success `r.done` gives it back once the answer is made.
   Status Admit(InferRequest& r) {
-    if (max_in_flight > 0 && in_flight->fetch_add(1) >= max_in_flight) {
+    if (max_in_flight <= 0) return Status::Ok();
+    if (in_flight->fetch_add(1) >= max_in_flight) {
       in_flight->fetch_sub(1);
       return Unavailable("too many requests in progress (global.max_in_flight is " +
                          std::to_string(max_in_flight) + ")");
     }
-    if (max_in_flight <= 0) return Status::Ok();
     r.done = [count = in_flight, done = std::move(r.done)](Result<InferResponse> result) {
       count->fetch_sub(1);
       done(std::move(result));

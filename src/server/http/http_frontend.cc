@@ -9,6 +9,7 @@
 #include <deque>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -49,6 +50,8 @@ constexpr auto kTick = std::chrono::seconds(5);
 constexpr int kMaxRefusing = 32;
 // File descriptors kept for everything but connections: model files, gRPC, logs.
 constexpr int kReservedDescriptors = 128;
+// The interim answer that asks for an expected body, and that probes a half-closed connection.
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 // Read in pieces this large: a typical request in one recvmsg rather than 512-byte bites.
 constexpr size_t kReadBufferBytes = 16 * 1024;
 // After refusing a request (413, malformed), read and discard at most this much of what the
@@ -156,7 +159,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
         beast::iequals(expect->value(), "100-continue")) {
       // The client waits for this before it sends the body (a body over the limit was already
       // refused with the header: Content-Length is checked against body_limit there).
-      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
                        [self = shared_from_this()](beast::error_code ec, size_t) {
                          if (ec) return self->Close();
@@ -342,10 +344,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
           }
           if (self->buffer_.size() > 0) return;  // pipelined requests read ahead: still there
           if (self->request_version_ < 11) return;  // no interim answers in HTTP/1.0
-          static constexpr std::string_view kProbe = "HTTP/1.1 100 Continue\r\n\r\n";
           // Written directly: nothing else is being written (the answer has not started), and
           // the socket's send buffer is empty, so the 25 bytes go at once and in order.
-          if (::send(fd, kProbe.data(), kProbe.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+          if (::send(fd, kContinue.data(), kContinue.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
             self->broken_ = true;
             return;
           }

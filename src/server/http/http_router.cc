@@ -146,8 +146,7 @@ void HttpRouter::MarkRetryable(HttpResponse& response) {
 HttpResponse HttpRouter::ErrorResponse(const Status& status, unsigned version, bool keep_alive) {
   json body = {{"error", std::string(status.message())}};
   const http::status code = HttpStatusFor(status.code());
-  HttpResponse res = JsonResponse(code, DumpJson(body),
-                                  version, keep_alive);
+  HttpResponse res = JsonResponse(code, DumpJson(body), version, keep_alive);
   MarkRetryable(res);
   return res;
 }
@@ -313,14 +312,11 @@ void HttpRouter::HandleModel(const HttpRequest& request, const ModelRef& ref,
     return reply(EmptyResponse(ready ? http::status::ok : http::status::bad_request, v, ka));
   }
   if (action == "config") {
-    return reply(JsonResponse(http::status::ok,
-                              DumpJson(TritonModelConfig(*info)),
-                              v, ka));
+    return reply(JsonResponse(http::status::ok, DumpJson(TritonModelConfig(*info)), v, ka));
   }
   if (action == "stats") {
     return reply(JsonResponse(http::status::ok,
-                              DumpJson(json{{"model_stats", {ModelStats(*info)}}}),
-                              v, ka));
+                              DumpJson(json{{"model_stats", {ModelStats(*info)}}}), v, ka));
   }
   reply(JsonResponse(http::status::ok, DumpJson(ModelMetadata(*info)), v, ka));
 }
@@ -422,24 +418,16 @@ void HttpRouter::HandleRepository(HttpRequest request, const std::string& target
   }
   json body = json::object();
   if (!request.body().empty()) {
-    JsonError error;
-    body = ParseJson(request.body(), &error);
-    if (error == JsonError::kTooDeep) {
-      return reply(ErrorResponse(InvalidArgument("request body: " + DescribeJsonError(error)),
-                                 v, ka));
-    }
-    if (body.is_discarded() || !body.is_object()) {
-      return reply(ErrorResponse(InvalidArgument("request body: expected a JSON object"), v, ka));
-    }
+    auto parsed = ParseJsonObject(request.body(), "request body");
+    if (!parsed.ok()) return reply(ErrorResponse(parsed.status(), v, ka));
+    body = std::move(*parsed);
   }
   // The change runs on the service's loader thread; its answer comes back to this strand.
   auto answer = [dispatch = connection.dispatch, reply, v,
                  ka](const Result<ReloadReport>& result) {
     dispatch([reply, v, ka, result] {
       if (!result.ok()) return reply(ErrorResponse(result.status(), v, ka));
-      reply(JsonResponse(http::status::ok,
-                         DumpJson(ReportToJson(*result)),
-                         v, ka));
+      reply(JsonResponse(http::status::ok, DumpJson(ReportToJson(*result)), v, ka));
     });
   };
   if (target == "/v2/repository/index" || target == "/v2/repository/index/") {
@@ -459,8 +447,7 @@ void HttpRouter::HandleRepository(HttpRequest request, const std::string& target
       if (!info.reason.empty() && info.state != ModelState::kReady) item["reason"] = info.reason;
       index.push_back(std::move(item));
     }
-    return reply(JsonResponse(http::status::ok, DumpJson(index),
-                              v, ka));
+    return reply(JsonResponse(http::status::ok, DumpJson(index), v, ka));
   }
   if (target == "/v2/repository/reload" || target == "/v2/repository/reload/") {
     return service_.Reload(std::move(answer));

@@ -384,8 +384,7 @@ void AppendString(std::string& out, std::string_view s) {
     out += '"';
     return;
   }
-  out +=
-      DumpJson(nlohmann::json(std::string(s)));
+  out += DumpJson(nlohmann::json(std::string(s)));
 }
 
 // Number writers: each writes one value at `p` (room for kMaxNumberChars) and returns its end.

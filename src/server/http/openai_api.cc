@@ -537,14 +537,9 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
   }
 
   if (request.method() != http::verb::post) return wrong_method("POST");
-  JsonError error;
-  const json body = ParseJson(request.body(), &error);
-  if (error == JsonError::kTooDeep) {
-    return fail(InvalidArgument("request body: " + DescribeJsonError(error)));
-  }
-  if (body.is_discarded() || !body.is_object()) {
-    return fail(InvalidArgument("request body: expected a JSON object"));
-  }
+  auto parsed = ParseJsonObject(request.body(), "request body");
+  if (!parsed.ok()) return fail(parsed.status());
+  const json body = std::move(*parsed);
   if ((target == "/rerank" || target == "/reranking") && body.contains("texts")) {
     tei = true;
     dialect = Dialect::kTei;
@@ -830,7 +825,9 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
             if (with_text && !tei) item["document"] = {{"text", texts[i]}};
             results.push_back(std::move(item));
           }
-          if (tei) return reply(HttpRouter::JsonResponse(http::status::ok, DumpJson(results), v, ka));
+          if (tei) {
+            return reply(HttpRouter::JsonResponse(http::status::ok, DumpJson(results), v, ka));
+          }
           const int64_t tokens = NumberParam<int64_t>(result->parameters, "prompt_tokens", 0);
           json out = {{"model", name},
                       {"object", "list"},

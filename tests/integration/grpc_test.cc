@@ -125,9 +125,8 @@ TEST(GrpcTest, KeysAreCheckedFromTheAuthorizationMetadata) {
 // deeply nested config (C2) and a failure reason that held non-UTF-8 bytes in the index (C4).
 TEST(GrpcTest, HostileCallsAreRefusedAndTheServerStaysUp) {
   testing::TempDir dir;
-  std::string bytes = testing::ReadFile(testing::GeneratedModel("bert-tiny.gguf"));
-  bytes.replace(bytes.find("bert"), 4, "\xff\xfe\xfd\xfc");
-  const auto bad = dir.Write("badarch.gguf", bytes);
+  const auto bad =
+      testing::PatchedModel(dir, "bert-tiny.gguf", "badarch.gguf", "bert", "\xff\xfe\xfd\xfc");
   const auto yaml = dir.Write(
       "models.yaml",
       "global: {grpc_port: 0, max_in_flight: 2}\nmodels:\n  - name: llm\n    path: " +

@@ -91,14 +91,9 @@ std::string PostRequest(const std::string& target, const std::string& body,
 
 std::string Nested(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
-// bert-tiny.gguf with `patch` applied at the first occurrence of `find` (same length).
-std::filesystem::path PatchedModel(const testing::TempDir& dir, const std::string& name,
-                                   const std::string& find, const std::string& patch) {
-  std::string bytes = testing::ReadFile(testing::GeneratedModel("bert-tiny.gguf"));
-  const size_t at = bytes.find(find);
-  EXPECT_NE(at, std::string::npos) << find;
-  if (at != std::string::npos) bytes.replace(at, find.size(), patch);
-  return dir.Write(name, bytes);
+// A repository load request adding an embedder from `file`.
+std::string LoadEmbedder(const std::filesystem::path& file) {
+  return json{{"parameters", {{"config", {{"path", file.string()}, {"task", "embed"}}}}}}.dump();
 }
 
 constexpr char kModels[] = R"(
@@ -208,12 +203,10 @@ TEST_F(HardeningTest, C3AnAsyncInferForANonUtf8ModelNameIsAnsweredAndTheJobFails
 }
 
 TEST_F(HardeningTest, C4AModelWhoseFailureReasonIsNotUtf8CanStillBeDescribed) {
-  const auto file = PatchedModel(*dir_, "badarch.gguf", "bert", "\xff\xfe\xfd\xfc");
+  const auto file = testing::PatchedModel(*dir_, "bert-tiny.gguf", "badarch.gguf", "bert",
+                                          "\xff\xfe\xfd\xfc");
   HttpClient client(port());
-  auto r = client.Post("/v2/repository/models/badarch/load",
-                       json{{"parameters",
-                             {{"config", {{"path", file.string()}, {"task", "embed"}}}}}}
-                           .dump());
+  auto r = client.Post("/v2/repository/models/badarch/load", LoadEmbedder(file));
   EXPECT_EQ(r.status, 503) << r.body;  // a version that fails to load
   EXPECT_THAT(r.body, HasSubstr("general.architecture"));
   r = client.Post("/v2/repository/index", "{}");
@@ -282,12 +275,10 @@ TEST_F(HardeningTest, C7NonUtf8OrNulInTheConfigIsAnErrorAtItsPosition) {
 }
 
 TEST_F(HardeningTest, C8AVocabularyWithADuplicatedTokenIsRefusedBeforeLlamaCppSeesIt) {
-  const auto file = PatchedModel(*dir_, "duptoken.gguf", "[unused1]", "[unused0]");
+  const auto file = testing::PatchedModel(*dir_, "bert-tiny.gguf", "duptoken.gguf", "[unused1]",
+                                          "[unused0]");
   HttpClient client(port());
-  auto r = client.Post("/v2/repository/models/duptoken/load",
-                       json{{"parameters",
-                             {{"config", {{"path", file.string()}, {"task", "embed"}}}}}}
-                           .dump());
+  auto r = client.Post("/v2/repository/models/duptoken/load", LoadEmbedder(file));
   EXPECT_EQ(r.status, 503) << r.body;  // a version that fails to load
   EXPECT_THAT(r.body, HasSubstr("duptoken.gguf"));
   EXPECT_THAT(r.body, HasSubstr("twice"));

@@ -23,7 +23,8 @@ inline std::filesystem::path PatchedModel(const TempDir& dir, const std::string&
   std::string bytes = ReadFile(GeneratedModel(model));
   const size_t at = bytes.find(find);
   if (at == std::string::npos || patch.size() != find.size()) {
-    ADD_FAILURE() << model << " holds no \"" << find << "\" to patch (or the patch's length differs)";
+    ADD_FAILURE() << model << " holds no \"" << find
+                  << "\" to patch (or the patch's length differs)";
   } else {
     bytes.replace(at, find.size(), patch);
   }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "config/model_config.h"
+
 namespace mmserve {
 namespace {
 
@@ -50,6 +52,33 @@ Result<double> RealParam(const RequestParams& params, const std::string& key, do
     return OutOfRange(key, range.str());
   }
   return v;
+}
+
+Status ApplySchedulingParams(InferRequest& request) {
+  if (auto it = request.parameters.find("priority"); it != request.parameters.end()) {
+    const int64_t* level = std::get_if<int64_t>(&it->second);
+    if (!level || *level < 0 || *level > kMaxPriorityLevel) {
+      return InvalidArgument("parameters.priority: expected a level in 1.." +
+                             std::to_string(kMaxPriorityLevel) +
+                             " (1 is highest; 0 = the model's default)");
+    }
+    request.priority = static_cast<int>(*level);
+  }
+  if (auto it = request.parameters.find("timeout"); it != request.parameters.end()) {
+    const int64_t* us = std::get_if<int64_t>(&it->second);
+    if (!us || *us <= 0) {
+      return InvalidArgument(
+          "parameters.timeout: expected a positive number of microseconds (it can only "
+          "shorten the model's timeout)");
+    }
+    // A request may shorten its timeout, never lengthen it: the scheduler bounds the deadline
+    // by its level's timeout as well. Capped first (no model waits longer than a day), so that
+    // arrival + timeout cannot overflow the clock's nanoseconds.
+    request.deadline = std::min(
+        request.deadline,
+        request.arrival + std::chrono::microseconds(std::min<int64_t>(*us, kMaxRequestTimeoutUs)));
+  }
+  return Status::Ok();
 }
 
 }  // namespace mmserve

@@ -86,6 +86,14 @@ struct InferRequest {
   std::function<bool()> cancelled;
 };
 
+// The longest a request may ask to wait (a day): bounds arrival + timeout well inside the clock.
+inline constexpr int64_t kMaxRequestTimeoutUs = int64_t{24} * 3600 * 1'000'000;
+
+// Applies the KServe request parameters `priority` (a level; 0 = the model's default) and
+// `timeout` (µs; it may only shorten the deadline, and is capped at a day), which the KServe
+// protocols carry as parameters.
+Status ApplySchedulingParams(InferRequest& request);
+
 // What a BatchItem holds until its backend fills it in.
 inline Status NoResponseYet() {
   static const Status kNoResponse =

@@ -1,0 +1,431 @@
+#include "service/lifecycle.h"
+
+#include <malloc.h>
+
+#include "common/logging.h"
+#include "common/strings.h"
+#include "service/memory_plan.h"
+
+namespace mmserve {
+
+namespace {
+
+// Bytes the allocator has handed out and not taken back (heap arenas plus mmapped blocks).
+// Unlike RSS it counts buffers not yet touched and ignores memory recycled from earlier frees,
+// so its growth over a load is what the load reserved.
+int64_t HeapBytesInUse() {
+  const struct mallinfo2 info = ::mallinfo2();
+  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+}
+
+// The unload's first half, under the version's lock: from kReady to kUnloading, taking what
+// it holds. The caller frees it without the lock and then calls FinishUnload.
+std::shared_ptr<LoadedModel> BeginUnloadLocked(ModelVersion& v, VersionState to)
+    REQUIRES(v.mu) {
+  v.unloading_to = to;
+  v.TransitionLocked(VersionState::kUnloading);
+  return std::move(v.loaded);
+}
+
+// The scheduler's settings for a freshly loaded session of `m`.
+ModelScheduler::Options SchedulerOptions(const ModelConfig& m, const Session& session,
+                                         const ModelVersion& version, PriorityGate* gate) {
+  // The model's own gears (compiled batch sizes) unless the config names tiers; without a
+  // max_batch in the file, batches grow to the largest gear.
+  std::vector<int> tiers = m.batch_tiers.empty() ? session.batch_tiers() : m.batch_tiers;
+  int max_batch = m.max_batch;
+  if (m.batch_tiers.empty() && !tiers.empty() && !m.max_batch_set) max_batch = tiers.back();
+  if (!tiers.empty()) max_batch = std::min(max_batch, tiers.back());
+  return {.model = m.name,
+          .version = m.version,
+          .thread_num = m.thread_num,
+          .max_batch = max_batch,
+          .batch_tiers = std::move(tiers),
+          .max_queue_delay = m.max_queue_delay,
+          .preserve_ordering = m.preserve_ordering,
+          .default_priority = m.priority,
+          .levels = version.levels(),
+          .breaker = {.failures = m.breaker.failures, .cooldown = m.breaker.cooldown},
+          .watchdog_margin = m.watchdog_margin,
+          .cpu_affinity = m.cpu_affinity,
+          .nice = m.nice,
+          .gate = gate,
+          .execute_inline = m.execute_inline};
+}
+
+}  // namespace
+
+Lifecycle::Lifecycle(const ServerConfig& config, const BackendRegistry& backends,
+                     RuntimeGuard& guard, ModelRegistry& registry)
+    : backends_(backends), guard_(guard), registry_(registry), global_(config.global) {
+  for (const auto& m : config.models) {
+    // Budgets only: the estimates are taken at each load (preflight took them before start).
+    // A device whose capacity its runtime cannot tell yet (AscendCL before aclInit) gets its
+    // budget at its first load, with the runtime up.
+    const DeviceMemory memory = MemoryOf(m, backends_);
+    budgets_[memory.domain] = memory.total > 0 || global_.memory_pool_mb > 0
+                                  ? BudgetFor(memory, global_)
+                                  : kBudgetUnknown;
+    if (!gates_.count(memory.domain)) {
+      gates_[memory.domain] = std::make_unique<PriorityGate>(global_.priority_linger);
+    }
+    devices_.insert(m.device_id);
+  }
+}
+
+Lifecycle::~Lifecycle() { Stop(); }
+
+std::shared_ptr<ModelVersion> Lifecycle::NewVersion(const ModelConfig& config) const {
+  return std::make_shared<ModelVersion>(config, MemoryOf(config, backends_).domain);
+}
+
+Status Lifecycle::CheckPlacement(const ModelConfig& m) const {
+  if (!devices_.count(m.device_id)) {
+    return FailedPrecondition("model '" + m.name + "': device " + std::to_string(m.device_id) +
+                              " was not in use (nor locked) when the server started; restart "
+                              "the server to serve models on it");
+  }
+  const std::string domain = MemoryOf(m, backends_).domain;
+  if (!budgets_.count(domain)) {
+    return FailedPrecondition("model '" + m.name + "': memory domain " + domain +
+                              " has no budget (no model used it at start); restart the server "
+                              "to serve models on it");
+  }
+  return Status::Ok();
+}
+
+// ---- the threads ------------------------------------------------------------------------------
+
+void Lifecycle::Start(Hooks hooks) {
+  hooks_ = std::move(hooks);
+  loader_ = std::jthread([this](std::stop_token stop) { LoaderLoop(stop); });
+  reaper_ = std::jthread([this](std::stop_token stop) { ReaperLoop(stop); });
+}
+
+void Lifecycle::Post(std::function<void()> task) {
+  MutexLock lock(mu_);
+  tasks_.push_back(std::move(task));
+  loader_cv_.notify_all();
+}
+
+void Lifecycle::WakeReaper() {
+  MutexLock lock(mu_);
+  wake_reaper_ = true;
+  reaper_cv_.notify_all();
+}
+
+void Lifecycle::Stop() {
+  for (auto* t : {&reaper_, &loader_}) {
+    if (t->joinable()) {
+      t->request_stop();
+      t->join();
+    }
+  }
+}
+
+void Lifecycle::LoaderLoop(std::stop_token stop) {
+  while (true) {
+    std::function<void()> task;
+    {
+      MutexLock lock(mu_);
+      loader_cv_.wait(lock, stop, [&]() REQUIRES(mu_) { return !tasks_.empty(); });
+      if (stop.stop_requested()) break;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    try {
+      task();
+    } catch (const std::exception& e) {
+      spdlog::error("loader thread: unexpected exception: {}", e.what());
+    }
+  }
+  // What is still queued runs now that the service stopped accepting: each task answers
+  // "shutting down".
+  std::deque<std::function<void()>> left;
+  {
+    MutexLock lock(mu_);
+    left.swap(tasks_);
+  }
+  for (auto& task : left) task();
+}
+
+void Lifecycle::ReaperLoop(std::stop_token stop) {
+  using namespace std::chrono_literals;
+  while (true) {
+    {
+      MutexLock lock(mu_);
+      reaper_cv_.wait_for(lock, stop, 50ms, [&]() REQUIRES(mu_) { return wake_reaper_; });
+      if (stop.stop_requested()) return;
+      wake_reaper_ = false;
+    }
+    const auto now = Clock::now();
+    Reap(now);
+    if (hooks_.tick) hooks_.tick(now);
+  }
+}
+
+void Lifecycle::Reap(Clock::time_point now) {
+  for (auto& version : registry_.All()) {
+    // Requests waiting for a load are answered at their deadline.
+    std::vector<std::unique_ptr<InferRequest>> expired;
+    {
+      MutexLock lock(version->mu);
+      for (auto it = version->waiting.begin(); it != version->waiting.end();) {
+        if ((*it)->deadline <= now) {
+          expired.push_back(std::move(*it));
+          it = version->waiting.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& r : expired) {
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - r->arrival).count();
+      r->done(DeadlineExceeded("request to '" + version->name() + "' expired after " +
+                               std::to_string(waited) + " ms waiting for the model to load"));
+    }
+    if (version->config().keep_alive) UnloadIfIdle(*version, now);
+  }
+  // Retired versions unload once their last request has left (or at their drain bound).
+  for (auto& version : registry_.Retiring()) {
+    {
+      MutexLock lock(version->mu);
+      const bool loading = version->state == VersionState::kLoading ||
+                           version->state == VersionState::kLoadingOnDemand;
+      const bool late = version->retire_by && now >= *version->retire_by;
+      if (!late && (version->in_flight > 0 || loading)) continue;
+      if (version->in_flight > 0) {
+        spdlog::warn("model {}: retiring with {} requests still in flight after the drain "
+                     "timeout; they are answered Unavailable",
+                     version->VersionName(), version->in_flight);
+      }
+    }
+    Unload(*version);
+    registry_.EraseRetiring(version);
+  }
+}
+
+// ---- loads ----------------------------------------------------------------------------------
+
+void Lifecycle::Load(ModelVersion& version) {
+  const ModelConfig& m = version.config();
+  const auto start = Clock::now();
+  {
+    MutexLock lock(version.mu);
+    if (version.state == VersionState::kLoadingOnDemand) {
+      version.reason.clear();
+    } else {
+      version.TransitionLocked(VersionState::kLoading);
+    }
+    version.retry_at.reset();
+    ++version.loads;
+  }
+  auto fail = [&](const Status& s) {
+    spdlog::error("model {}: load failed: {}", version.VersionName(), s.ToString());
+    MutexLock lock(version.mu);
+    version.TransitionLocked(VersionState::kFailed, std::string(s.message()));
+  };
+  auto backend = backends_.Find(m.backend);
+  if (!backend.ok()) return fail(backend.status());
+  auto loaded = std::make_shared<LoadedModel>();
+  // The runtime first: sizing a model may need it up (aclmdlQuerySize after aclInit).
+  auto lease = guard_.Acquire((*backend)->runtime(), m.device_id);
+  if (!lease.ok()) return fail(lease.status());
+  loaded->lease = std::move(*lease);
+  auto estimate = (*backend)->Estimate(m);
+  if (!estimate.ok()) return fail(estimate.status());
+  if (Status room = MakeRoom(version, estimate->bytes); !room.ok()) return fail(room);
+  // Loads run one at a time (start-up, then the loader thread), so the heap's growth over this
+  // one is its measured footprint: weights, contexts and buffers, whatever the backend reports.
+  const int64_t heap_before = HeapBytesInUse();
+  auto session = (*backend)->Load(m);
+  if (!session.ok()) return fail(session.status());
+  loaded->session = std::move(*session);
+  auto scheduler = ModelScheduler::Create(
+      SchedulerOptions(m, *loaded->session, version, gates_.at(version.domain()).get()),
+      *loaded->session);
+  if (!scheduler.ok()) return fail(scheduler.status());
+  loaded->scheduler = std::move(*scheduler);
+  const int64_t measured = HeapBytesInUse() - heap_before;
+
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  spdlog::info("model {}: loaded version {} (backend {}, task {}, device {}, {} worker{}, "
+               "estimate {} B from {}, measured {} B) in {} ms",
+               m.name, m.version, m.backend, m.task, m.device_id, m.thread_num,
+               m.thread_num == 1 ? "" : "s", estimate->bytes, estimate->source, measured, ms);
+  {
+    MutexLock lock(version.mu);
+    version.estimate = *estimate;
+    version.measured_bytes = measured;
+    version.last_load_time = Clock::now() - start;
+    version.signature = loaded->session->signature();
+    version.loaded = std::move(loaded);
+    version.TransitionLocked(VersionState::kReady);
+    version.last_used = Clock::now();
+  }
+  MutexLock lock(order_mu_);
+  load_order_.push_back(&version);
+}
+
+Status Lifecycle::LoadAll(const VersionMap& versions, bool startup_only) {
+  for (const auto& [v, version] : versions) {
+    {
+      MutexLock lock(version->mu);
+      const VersionState s = version->state;
+      if (s == VersionState::kReady || s == VersionState::kUnloading ||
+          s == VersionState::kLoading) {
+        continue;
+      }
+      if (startup_only && version->config().load != LoadMode::kStartup) continue;
+    }
+    Load(*version);
+    MutexLock lock(version->mu);
+    if (version->state != VersionState::kReady) {
+      return Unavailable("version " + std::to_string(v) + " failed to load: " + version->reason);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Lifecycle::MakeRoom(const ModelVersion& loading, int64_t bytes) {
+  int64_t& budget = budgets_.at(loading.domain());
+  if (budget == kBudgetUnknown) {
+    const DeviceMemory memory = MemoryOf(loading.config(), backends_);
+    if (memory.total == 0) return Status::Ok();  // still unknown: the load itself will say
+    budget = BudgetFor(memory, global_);
+    spdlog::info("memory: device {} budget {} MiB (capacity read at its first load)",
+                 loading.domain(), budget >> 20);
+  }
+  const auto mib = FormatWholeMib;
+  while (true) {
+    int64_t used = 0;
+    std::shared_ptr<ModelVersion> victim;
+    int victim_priority = 0;
+    Clock::time_point victim_used;
+    std::vector<std::string> holders;
+    for (auto& e : registry_.All()) {
+      if (e.get() == &loading || e->domain() != loading.domain()) continue;
+      MutexLock lock(e->mu);
+      const int64_t held = e->FootprintLocked();
+      if (held == 0) continue;
+      used += held;
+      const bool busy = e->in_flight > 0 || e->state != VersionState::kReady;
+      const bool pinned = e->config().pinned;
+      holders.push_back(e->VersionName() + " " + mib(held) +
+                        (pinned ? " (pinned)" : busy ? " (in use)" : " (idle)"));
+      if (busy || pinned) continue;
+      // Retired versions first, then lower priority (a larger level), then least recently used.
+      const int priority = e->retire_by ? kMaxPriorityLevel + 1 : e->config().priority;
+      if (!victim || priority > victim_priority ||
+          (priority == victim_priority && e->last_used < victim_used)) {
+        victim = e;
+        victim_priority = priority;
+        victim_used = e->last_used;
+      }
+    }
+    if (used + bytes <= budget) return Status::Ok();
+    if (!victim) {
+      return Unavailable("not enough memory on device " + loading.domain() + ": model '" +
+                         loading.VersionName() + "' needs " + mib(bytes) + ", " +
+                         mib(std::max<int64_t>(0, budget - used)) + " of the " + mib(budget) +
+                         " budget are free, and nothing can be evicted" +
+                         (holders.empty() ? std::string(" (no other model holds any: the model "
+                                                        "is larger than the budget)")
+                                          : "; held by " + Join(holders, ", ")));
+    }
+    spdlog::info("model {}: evicted to make room for {} ({} needed on device {})",
+                 victim->VersionName(), loading.VersionName(), mib(bytes), loading.domain());
+    Evict(*victim);
+  }
+}
+
+// ---- unloads --------------------------------------------------------------------------------
+
+void Lifecycle::FinishUnload(ModelVersion& version, std::shared_ptr<LoadedModel> loaded,
+                             std::string reason) {
+  spdlog::info("model {}: unloading version {}", version.name(), version.version());
+  loaded->scheduler->StopAccepting();
+  loaded.reset();  // joins the workers, frees the session, releases the runtime lease
+  bool waiting = false;
+  {
+    MutexLock lock(version.mu);
+    const VersionState to = version.unloading_to;  // the repository API may have changed it
+    if (to == VersionState::kHeld) reason = "unloaded through the repository API";
+    else if (version.retire_by) reason = "retired: no longer served";
+    version.TransitionLocked(to, std::move(reason));
+    // Requests that came while it unloaded wait for the next load (or are routed anew).
+    waiting = !version.waiting.empty();
+    if (waiting && to == VersionState::kOnDemand) {
+      version.TransitionLocked(VersionState::kLoadingOnDemand);
+    }
+  }
+  {
+    MutexLock lock(order_mu_);
+    std::erase(load_order_, &version);
+  }
+  spdlog::info("model {}: unloaded version {}", version.name(), version.version());
+  if (waiting && hooks_.queue_demand_load) hooks_.queue_demand_load(version.shared_from_this());
+}
+
+void Lifecycle::Unload(ModelVersion& version, VersionState to) {
+  std::shared_ptr<LoadedModel> loaded;
+  {
+    MutexLock lock(version.mu);
+    if (version.state == VersionState::kUnloading) {
+      if (to == VersionState::kHeld) version.unloading_to = to;  // an idle unload ends held
+      return;
+    }
+    if (version.state != VersionState::kReady) {
+      if (to == VersionState::kHeld && version.state != to) {
+        version.TransitionLocked(to, "unloaded through the repository API");
+      }
+      return;
+    }
+    loaded = BeginUnloadLocked(version, to);
+  }
+  FinishUnload(version, std::move(loaded), "unloaded");
+}
+
+void Lifecycle::UnloadIfIdle(ModelVersion& version, Clock::time_point now) {
+  std::shared_ptr<LoadedModel> loaded;
+  {
+    MutexLock lock(version.mu);
+    // Past its keep-alive with nothing in flight; requests from now on wait for a new load.
+    const auto idle = now - version.last_used;
+    if (version.state != VersionState::kReady || version.in_flight > 0 ||
+        idle < *version.config().keep_alive) {
+      return;
+    }
+    spdlog::info("model {}: idle for {} ms (keep_alive, version {})", version.name(),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(idle).count(),
+                 version.version());
+    loaded = BeginUnloadLocked(version, VersionState::kOnDemand);
+  }
+  FinishUnload(version, std::move(loaded), "unloaded after idling; loads on its next request");
+}
+
+bool Lifecycle::Evict(ModelVersion& version) {
+  std::shared_ptr<LoadedModel> loaded;
+  {
+    MutexLock lock(version.mu);
+    // A request arrived meanwhile: the caller looks again.
+    if (version.state != VersionState::kReady || version.in_flight > 0) return false;
+    ++version.evictions;
+    loaded = BeginUnloadLocked(version, VersionState::kOnDemand);
+  }
+  FinishUnload(version, std::move(loaded), "evicted to make room; loads on its next request");
+  return true;
+}
+
+void Lifecycle::UnloadAll() {
+  std::vector<ModelVersion*> order;
+  {
+    MutexLock lock(order_mu_);
+    order = load_order_;
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) Unload(**it);
+}
+
+}  // namespace mmserve

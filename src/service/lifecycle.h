@@ -1,0 +1,121 @@
+// Lifecycle: moves model versions through their states (service/model_version.h) — load,
+// unload, unload-if-idle, evict — within each memory domain's budget, and runs the two threads
+// that change them while serving:
+//
+//   loader  runs loads and changes of the served set one at a time, in the order posted;
+//   reaper  every 50 ms, or when a version goes idle: answers requests that waited for a load
+//           past their deadline, unloads versions idle past their keep_alive and retired ones
+//           whose requests are done, then calls the tick hook (the config watch).
+//
+// Budgets: before a version loads, MakeRoom evicts idle, unpinned versions of its domain —
+// retired first, then lower priority, then least recently used — until the estimate fits; the
+// load fails with who holds what when nothing more can go.
+//
+// Thread-safety: every public method may be called from any thread; loads run one at a time
+// (start-up, then the loader thread).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/backend_registry.h"
+#include "common/mutex.h"
+#include "runtime/runtime_guard.h"
+#include "scheduler/priority_gate.h"
+#include "service/model_registry.h"
+
+namespace mmserve {
+
+class Lifecycle {
+ public:
+  struct Hooks {
+    // A version's requests wait for a load that should be queued now (after an idle unload
+    // that requests arrived during). Called without locks held.
+    std::function<void(std::shared_ptr<ModelVersion>)> queue_demand_load;
+    // Each reaper round, after the versions were looked after.
+    std::function<void(Clock::time_point now)> tick;
+  };
+
+  // Budgets and priority gates for the domains of `config`'s models. `backends`, `guard` and
+  // `registry` are not owned and must outlive the lifecycle.
+  Lifecycle(const ServerConfig& config, const BackendRegistry& backends, RuntimeGuard& guard,
+            ModelRegistry& registry);
+  ~Lifecycle();  // stops the threads
+
+  std::shared_ptr<ModelVersion> NewVersion(const ModelConfig& config) const;
+  // A device or memory domain the server did not lock or budget at start: what is wrong.
+  Status CheckPlacement(const ModelConfig& config) const;
+
+  void Start(Hooks hooks);  // starts the loader and reaper threads
+  // Runs `task` on the loader thread, after those posted before it.
+  void Post(std::function<void()> task);
+  // Stops both threads; tasks still queued run then (each answers "shutting down").
+  void Stop();
+
+  // Loads `version` from kUnloaded, kOnDemand, kFailed or kHeld (kLoading), or the load its
+  // requests queued (kLoadingOnDemand); it ends kReady or kFailed.
+  void Load(ModelVersion& version);
+  // Loads every version of `versions` not loaded (with `startup_only`, only `load: startup`
+  // ones); the first failure.
+  Status LoadAll(const VersionMap& versions, bool startup_only);
+  // Unloads a loaded version to `to`: kUnloaded, or kHeld (the repository API), which a version
+  // not loaded (or unloading) moves to as well.
+  void Unload(ModelVersion& version, VersionState to = VersionState::kUnloaded);
+  // Unloads `version` to kOnDemand if nothing is in flight and it has been idle for its
+  // keep_alive at `now`.
+  void UnloadIfIdle(ModelVersion& version, Clock::time_point now);
+  // Shutdown: every version stops loading on request; then those loaded unload, in reverse
+  // load order, one log line each.
+  void UnloadAll();
+  // Wakes the reaper now (a version went idle, or one retired).
+  void WakeReaper();
+
+ private:
+  // Before `loading` loads `bytes` more: evicts until they fit, or what is needed and held.
+  Status MakeRoom(const ModelVersion& loading, int64_t bytes);
+  // Evicts an idle `version` (to kOnDemand); false if a request arrived meanwhile.
+  bool Evict(ModelVersion& version);
+  // The unload's second half, without locks: frees what `version` held and moves it from
+  // kUnloading to the state it was unloading to, with `reason`.
+  void FinishUnload(ModelVersion& version, std::shared_ptr<LoadedModel> loaded,
+                    std::string reason);
+  void LoaderLoop(std::stop_token stop);
+  void ReaperLoop(std::stop_token stop);
+  void Reap(Clock::time_point now);
+
+  const BackendRegistry& backends_;  // not owned
+  RuntimeGuard& guard_;              // not owned
+  ModelRegistry& registry_;          // not owned
+  const GlobalConfig global_;        // as at start: budgets and gates do not change live
+  // Per memory domain; fixed after construction, except that a kBudgetUnknown (a capacity the
+  // runtime could not tell before it was up) is read at the domain's first load (on the
+  // loading thread, one at a time).
+  static constexpr int64_t kBudgetUnknown = -1;
+  std::map<std::string, int64_t> budgets_;
+  // Per memory domain (a device's models share its compute too); fixed after construction.
+  std::map<std::string, std::unique_ptr<PriorityGate>> gates_;
+  std::set<int> devices_;  // device ids locked at start; fixed
+
+  Mutex order_mu_;
+  std::vector<ModelVersion*> load_order_ GUARDED_BY(order_mu_);  // unloaded back to front
+
+  Hooks hooks_;  // set by Start
+  Mutex mu_;
+  std::condition_variable_any loader_cv_;
+  std::condition_variable_any reaper_cv_;
+  std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
+  bool wake_reaper_ GUARDED_BY(mu_) = false;
+
+  std::jthread loader_;  // last: stopped and joined first
+  std::jthread reaper_;
+};
+
+}  // namespace mmserve

@@ -1,0 +1,127 @@
+#include "service/model_version.h"
+
+#include <cassert>
+
+#include "common/logging.h"
+
+namespace mmserve {
+
+std::string_view ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kNotLoaded: return "UNLOADED";
+    case ModelState::kLoading: return "LOADING";
+    case ModelState::kReady: return "READY";
+    case ModelState::kUnavailable: return "UNAVAILABLE";
+    case ModelState::kUnloading: return "UNLOADING";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view VersionStateName(VersionState state) {
+  switch (state) {
+    case VersionState::kUnloaded: return "unloaded";
+    case VersionState::kOnDemand: return "on-demand";
+    case VersionState::kLoading: return "loading";
+    case VersionState::kLoadingOnDemand: return "loading-on-demand";
+    case VersionState::kReady: return "ready";
+    case VersionState::kFailed: return "failed";
+    case VersionState::kUnloading: return "unloading";
+    case VersionState::kHeld: return "held";
+  }
+  return "unknown";
+}
+
+ModelState PublicState(VersionState state) {
+  switch (state) {
+    case VersionState::kUnloaded:
+    case VersionState::kOnDemand: return ModelState::kNotLoaded;
+    case VersionState::kLoading:
+    case VersionState::kLoadingOnDemand: return ModelState::kLoading;
+    case VersionState::kReady: return ModelState::kReady;
+    case VersionState::kUnloading: return ModelState::kUnloading;
+    case VersionState::kFailed:
+    case VersionState::kHeld: return ModelState::kUnavailable;
+  }
+  return ModelState::kUnavailable;
+}
+
+bool IsLegalTransition(VersionState from, VersionState to) {
+  using S = VersionState;
+  switch (from) {
+    case S::kUnloaded: return to == S::kLoading || to == S::kHeld;
+    case S::kOnDemand:
+      return to == S::kLoadingOnDemand || to == S::kLoading || to == S::kHeld ||
+             to == S::kUnloaded;
+    case S::kLoading: return to == S::kReady || to == S::kFailed;
+    // Queued and not started yet, a load its requests wanted may be called off.
+    case S::kLoadingOnDemand:
+      return to == S::kReady || to == S::kFailed || to == S::kOnDemand || to == S::kHeld ||
+             to == S::kUnloaded;
+    case S::kReady: return to == S::kUnloading;
+    case S::kFailed:
+      return to == S::kLoading || to == S::kLoadingOnDemand || to == S::kHeld ||
+             to == S::kUnloaded;
+    case S::kUnloading: return to == S::kUnloaded || to == S::kOnDemand || to == S::kHeld;
+    case S::kHeld: return to == S::kLoading || to == S::kUnloaded;
+  }
+  return false;
+}
+
+ModelVersion::ModelVersion(ModelConfig config, std::string domain)
+    : config_(std::move(config)),
+      domain_(std::move(domain)),
+      levels_(ModelScheduler::Levels(config_.queue, config_.timeout)) {
+  if (config_.load == LoadMode::kOnDemand) {
+    state = VersionState::kOnDemand;
+    reason = "loads on its first request (load: on_demand)";
+  }
+}
+
+std::string ModelVersion::VersionName() const {
+  return config_.name + " v" + std::to_string(config_.version);
+}
+
+void ModelVersion::TransitionLocked(VersionState to, std::string why) {
+  if (!IsLegalTransition(state, to)) {
+    // A bug, not an input: the lifecycle's callers keep to the machine in the header.
+    spdlog::critical("model {}: illegal state transition {} -> {}", VersionName(),
+                     VersionStateName(state), VersionStateName(to));
+    assert(false && "illegal ModelVersion state transition");
+  }
+  state = to;
+  reason = std::move(why);
+}
+
+int64_t ModelVersion::FootprintLocked() const {
+  if (!loaded) return 0;
+  const int64_t resident = loaded->session->resident_bytes();
+  if (resident > 0) return resident;
+  return measured_bytes > 0 ? measured_bytes : estimate.bytes;
+}
+
+ModelInfo ModelVersion::Snapshot() const {
+  MutexLock lock(mu);
+  ModelInfo info{.config = config_,
+                 .state = PublicState(state),
+                 .reason = reason,
+                 .estimate = estimate,
+                 .measured_bytes = measured_bytes,
+                 .loads = loads,
+                 .evictions = evictions,
+                 .last_load_time = last_load_time,
+                 .in_flight = in_flight};
+  if (loaded) {
+    info.signature = loaded->session->signature();
+    info.resident_bytes = loaded->session->resident_bytes();
+    info.counters = loaded->session->counters();
+    info.stats = loaded->scheduler->stats();
+    if (info.state == ModelState::kReady && info.stats->breaker != CircuitBreaker::State::kClosed) {
+      info.state = ModelState::kUnavailable;
+      info.reason = "circuit breaker " + std::string(BreakerStateName(info.stats->breaker)) +
+                    ": " + info.stats->breaker_reason;
+    }
+  }
+  return info;
+}
+
+}  // namespace mmserve

@@ -1,0 +1,145 @@
+// ModelVersion: one version of one served model and the state machine of its life. The registry
+// routes requests to versions; the lifecycle moves them between states; the service counts the
+// requests each one holds.
+//
+//                       ┌──────────── unload (shutdown, retired, a failed reload) ───────────┐
+//                       ▼                                                                     │
+//   kUnloaded ──load──► kLoading ──ok──► kReady ──unload──► kUnloading ──► kUnloaded          │
+//       ▲                  └──error──► kFailed                  │  idle / evicted ─► kOnDemand │
+//       │                                                       │  repository unload ─► kHeld  │
+//   kOnDemand ──a request──► kLoadingOnDemand ──ok──► kReady ───┘                              │
+//       ▲                           └──error──► kFailed (retried on a request after a back-off)│
+//       └───────── back-off over ────────────────────┘                                         │
+//   kHeld ──LoadModel──► kLoading                                                              │
+//   any state ─────────────────────────────────────────────────────────────────────────────────┘
+//
+// Requests to a kReady version are served; to kOnDemand (or kFailed past its back-off) start
+// one load and wait for it, as do those arriving during kLoadingOnDemand; every other state
+// answers 503 with the reason. Retirement is the registry's: a retired version takes no new
+// requests whatever its state and unloads once the requests it holds are done.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+#include "common/mutex.h"
+#include "config/model_config.h"
+#include "runtime/runtime_guard.h"
+#include "scheduler/model_scheduler.h"
+
+namespace mmserve {
+
+// The state a frontend shows (the repository API's spelling): a view of VersionState.
+enum class ModelState { kNotLoaded, kLoading, kReady, kUnavailable, kUnloading };
+std::string_view ModelStateName(ModelState state);  // "READY", as the repository API spells it
+
+enum class VersionState {
+  kUnloaded,         // loads only when told: at start-up (load: startup) or through LoadModel
+  kOnDemand,         // not loaded; its next request loads it
+  kLoading,          // a load someone told is running; requests get 503
+  kLoadingOnDemand,  // a load its requests started is queued or running; requests wait for it
+  kReady,            // serves requests
+  kFailed,           // its last load failed (reason kept)
+  kUnloading,        // its workers stop and its memory is freed
+  kHeld,             // unloaded through the repository API: 503 until LoadModel
+};
+std::string_view VersionStateName(VersionState state);
+// Whether the state machine above has the edge `from` → `to`.
+bool IsLegalTransition(VersionState from, VersionState to);
+ModelState PublicState(VersionState state);
+
+// What a loaded version holds. Declaration order is destruction order in reverse: the scheduler
+// (workers and their instances) goes first, then the session, then the runtime lease.
+struct LoadedModel {
+  RuntimeLease lease;
+  std::unique_ptr<Session> session;
+  std::unique_ptr<ModelScheduler> scheduler;
+};
+
+// A snapshot of one model version for metadata, readiness and listings.
+struct ModelInfo {
+  ModelConfig config;
+  ModelState state = ModelState::kNotLoaded;
+  std::string reason;         // why it is not ready, when it is not
+  ModelSignature signature;   // empty until loaded
+  MemoryEstimate estimate;
+  int64_t measured_bytes = 0;  // the heap's growth while it loaded (bytes allocated)
+  int64_t resident_bytes = 0;  // what the session reports holding now
+  std::map<std::string, int64_t> counters;  // the session's engine counters
+  std::optional<SchedulerStats> stats;      // while loaded
+  int64_t loads = 0;                        // loads started so far
+  int64_t evictions = 0;                    // unloads to make room for another model
+  std::chrono::nanoseconds last_load_time{0};  // how long the last successful load took
+  int64_t in_flight = 0;                    // requests submitted and not yet answered
+  std::vector<int64_t> versions;            // every version the model serves, ascending
+  std::map<std::string, int64_t> labels;    // the model's labels
+};
+
+class ModelVersion;
+
+// What a request needs to know of the version that will serve it, taken once per request: the
+// version (its config is immutable) and, once it has loaded, its signature.
+struct ModelDescription {
+  std::shared_ptr<const ModelVersion> version;
+  ModelSignature signature;  // empty until the version has loaded once
+  const ModelConfig& config() const;
+};
+
+class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
+ public:
+  // `domain`: the memory its device draws from.
+  ModelVersion(ModelConfig config, std::string domain);
+
+  const ModelConfig& config() const { return config_; }
+  const std::string& domain() const { return domain_; }
+  const std::string& name() const { return config_.name; }
+  int64_t version() const { return config_.version; }
+  std::string VersionName() const;  // "embedder v2"
+  // Queue bound and default timeout per priority level.
+  const std::array<LevelPolicy, kMaxPriorityLevel + 1>& levels() const { return levels_; }
+
+  // Moves to `to` with `reason` (why it is not ready; empty when it is). Asserts the edge is
+  // legal. REQUIRES: mu held.
+  void TransitionLocked(VersionState to, std::string reason = {}) REQUIRES(mu);
+
+  ModelInfo Snapshot() const;  // takes mu
+
+  // What the model holds now: the backend's own figure, else the heap's growth over its load,
+  // else the estimate. REQUIRES: mu held.
+  int64_t FootprintLocked() const REQUIRES(mu);
+
+  mutable Mutex mu;
+  VersionState state GUARDED_BY(mu) = VersionState::kUnloaded;
+  std::string reason GUARDED_BY(mu);
+  // While kUnloading: the state it ends in (requests wait for a load when that is kOnDemand).
+  VersionState unloading_to GUARDED_BY(mu) = VersionState::kUnloaded;
+  MemoryEstimate estimate GUARDED_BY(mu);
+  int64_t measured_bytes GUARDED_BY(mu) = 0;
+  std::shared_ptr<LoadedModel> loaded GUARDED_BY(mu);  // set exactly while kReady
+  ModelSignature signature GUARDED_BY(mu);             // kept from its last load
+  // Requests waiting for a load: in kLoadingOnDemand, or kUnloading to kOnDemand.
+  std::vector<std::unique_ptr<InferRequest>> waiting GUARDED_BY(mu);
+  int64_t in_flight GUARDED_BY(mu) = 0;
+  int64_t loads GUARDED_BY(mu) = 0;
+  int64_t evictions GUARDED_BY(mu) = 0;
+  std::chrono::nanoseconds last_load_time GUARDED_BY(mu){0};
+  Clock::time_point last_used GUARDED_BY(mu) = Clock::now();
+  // kFailed after a load its requests started: requests get its error until then, and the
+  // first one after it loads again. Unset after a load someone told (no retry on request).
+  std::optional<Clock::time_point> retry_at GUARDED_BY(mu);
+  // Set by the registry when the version stops being routed to: it unloads once idle, or at
+  // this time at the latest.
+  std::optional<Clock::time_point> retire_by GUARDED_BY(mu);
+
+ private:
+  const ModelConfig config_;
+  const std::string domain_;
+  const std::array<LevelPolicy, kMaxPriorityLevel + 1> levels_;
+};
+
+}  // namespace mmserve

@@ -173,6 +173,16 @@ Result<ModelDescription> InferenceService::Describe(const ModelRef& ref,
 // ---- the request path -----------------------------------------------------------------------
 
 void InferenceService::Submit(std::unique_ptr<InferRequest> request) {
+  SubmitTo(nullptr, std::move(request));
+}
+
+void InferenceService::Submit(const ModelDescription& target,
+                              std::unique_ptr<InferRequest> request) {
+  SubmitTo(target.version, std::move(request));
+}
+
+void InferenceService::SubmitTo(const std::shared_ptr<ModelVersion>& pinned,
+                                std::unique_ptr<InferRequest> request) {
   if (!accepting_) return request->done(Unavailable("the server is shutting down"));
   if (Status s = ApplySchedulingParams(*request); !s.ok()) {
     return request->done(s.WithContext("model '" + request->model_name + "'"));
@@ -185,7 +195,7 @@ void InferenceService::Submit(std::unique_ptr<InferRequest> request) {
       {.name = request->model_name,
        .version = request->model_version,
        .label = request->model_label},
-      request->id, [&](const std::shared_ptr<ModelVersion>& routed) {
+      request->id, pinned, [&](const std::shared_ptr<ModelVersion>& routed) {
         version = routed;
         request->model_version = routed->version();
         // The deadline holds from now on, also while the request waits for a load.

@@ -76,6 +76,9 @@ class InferenceService {
   // takes ownership: the outcome, including a rejection, is delivered through request->done
   // exactly once, with InferResponse::model_version set to the version that served it.
   void Submit(std::unique_ptr<InferRequest> request);
+  // Submits `request` to the version `target` describes (routed anew only if that version
+  // retired since), so that what the frontend checked against it holds.
+  void Submit(const ModelDescription& target, std::unique_ptr<InferRequest> request);
 
   // Changes of the served set, run one at a time on the loader thread; `done` gets the outcome
   // there. Reload re-reads the YAML file: an invalid file changes nothing and its errors are the
@@ -99,6 +102,9 @@ class InferenceService {
 
  private:
   class InFlight;
+
+  void SubmitTo(const std::shared_ptr<ModelVersion>& pinned,
+                std::unique_ptr<InferRequest> request);
 
   // Counts `request` in flight on a ready `version` (and sets `loaded`), or parks it for a load
   // (taking it), or says why it cannot be served. Called with the registry's lock held.

@@ -102,6 +102,11 @@ Result<std::shared_ptr<ModelVersion>> ModelRegistry::Route(const ServedModel& mo
   return it->second;
 }
 
+bool ModelRegistry::Retired(ModelVersion& version) {
+  MutexLock lock(version.mu);
+  return version.retire_by.has_value();
+}
+
 Result<std::shared_ptr<ModelVersion>> ModelRegistry::RouteLocked(
     const ModelRef& ref, const std::string& request_id) const {
   auto model = models_.find(ref.name);

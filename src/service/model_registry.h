@@ -82,9 +82,13 @@ class ModelRegistry {
   // Routes `ref` (with `request_id` for a sticky canary draw) and calls `f(version)` with the
   // registry's lock held, so that a version a Publish retires either saw `f` run or was never
   // chosen. Returns the routing error, or what `f` returns.
+  // With `pinned` (a version Describe chose): that version, unless it has retired since;
+  // then `ref` is routed anew.
   template <typename F>
-  Status RouteAnd(const ModelRef& ref, const std::string& request_id, F&& f) const {
+  Status RouteAnd(const ModelRef& ref, const std::string& request_id,
+                  const std::shared_ptr<ModelVersion>& pinned, F&& f) const {
     ReaderLock lock(mu_);
+    if (pinned && !Retired(*pinned)) return f(pinned);
     auto routed = RouteLocked(ref, request_id);
     if (!routed.ok()) return routed.status();
     return f(*routed);
@@ -116,6 +120,7 @@ class ModelRegistry {
   void ReplaceConfigs(const std::string& name, const std::vector<ModelConfig>& configs);
 
  private:
+  static bool Retired(ModelVersion& version);
   static Result<std::shared_ptr<ModelVersion>> Route(const ServedModel& model,
                                                      const ModelRef& ref,
                                                      const std::string& request_id);

@@ -85,7 +85,7 @@ class ModelVersion;
 // What a request needs to know of the version that will serve it, taken once per request: the
 // version (its config is immutable) and, once it has loaded, its signature.
 struct ModelDescription {
-  std::shared_ptr<const ModelVersion> version;
+  std::shared_ptr<ModelVersion> version;
   ModelSignature signature;  // empty until the version has loaded once
   const ModelConfig& config() const;
 };
@@ -141,5 +141,7 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   const std::string domain_;
   const std::array<LevelPolicy, kMaxPriorityLevel + 1> levels_;
 };
+
+inline const ModelConfig& ModelDescription::config() const { return version->config(); }
 
 }  // namespace mmserve

@@ -316,6 +316,46 @@ TEST_F(ApiTest, ErrorsUseTheOpenAiShapeAndNameTheField) {
   EXPECT_THAT(res.body, HasSubstr("request body"));
 }
 
+// The `dimensions` check and the answer come from one version: a canary whose vectors are
+// wider never answers a request that was checked against the stable version's width.
+TEST(CanaryApiTest, EmbeddingsResolveTheVersionOnceSoDimensionsHold) {
+  testing::TempDir dir;
+  for (const auto& [version, file] : {std::pair{"1", "bert-tiny.gguf"}, {"2", "llama-tiny.gguf"}}) {
+    std::filesystem::create_directories(dir.path() / "emb" / version);
+    std::filesystem::create_symlink(testing::GeneratedModel(file),
+                                    dir.path() / "emb" / version / "model.gguf");
+  }
+  const auto yaml = dir.Write("m.yaml", "models:\n  - name: emb\n    path: " +
+                                            (dir.path() / "emb").string() +
+                                            "\n    task: embed\n    versions: [1, 2]\n"
+                                            "    labels: {stable: 1}\n"
+                                            "    canary: {version: 2, weight: 0.5}\n"
+                                            "    params: {pooling: mean}\n");
+  ServerProcess server({"serve", yaml.string(), "--port", "0", "--lock-dir",
+                        (dir.path() / "locks").string()},
+                       dir.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  HttpClient client(server.port());
+  int narrow = 0, refused = 0;
+  for (int i = 0; i < 40; ++i) {
+    auto res = client.Post("/v1/embeddings",
+                           json{{"model", "emb"}, {"input", "hello"}, {"dimensions", 64}}.dump());
+    const json body = Parse(res);
+    if (res.status == 200) {
+      ASSERT_EQ(body["data"][0]["embedding"].size(), 64u) << "checked against v1, served by v2";
+      ++narrow;
+    } else {
+      ASSERT_EQ(res.status, 400) << res.body;
+      EXPECT_EQ(body["error"]["param"], "dimensions");
+      EXPECT_THAT(res.body, HasSubstr("gives vectors of 128 dimensions, not 64"));
+      ++refused;
+    }
+  }
+  // Both versions drew requests (each of 40 draws is a coin flip).
+  EXPECT_GT(narrow, 0);
+  EXPECT_GT(refused, 0);
+}
+
 TEST_F(ApiTest, ModelsConfigAndMetricsAfterTraffic) {
   auto res = client_->Get("/v1/models");
   ASSERT_EQ(res.status, 200) << res.body;

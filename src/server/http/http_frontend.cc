@@ -115,7 +115,7 @@ bool IsHealthProbe(const http::request<http::string_body>& req) {
 
 // 503 (with Retry-After): the server is at a limit; the client should come back shortly.
 HttpResponse Overloaded(const std::string& why) {
-  return HttpRouter::ErrorResponse(Unavailable(why), 11, false);
+  return ErrorResponse(Unavailable(why), 11, false);
 }
 
 // One client connection: read a request, hand it to the router, write its response, repeat.
@@ -224,7 +224,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     shared_.in_progress.Begin();
     const int64_t handling = ++shared_.handling;
     if (ec == http::error::body_limit) {
-      return Write(HttpRouter::ErrorResponse(
+      return Write(ErrorResponse(
                        ResourceExhausted("request body exceeds the limit of " +
                                          std::to_string(shared_.max_body_bytes) +
                                          " bytes (global.max_request_mb)"),
@@ -232,7 +232,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                    http::status::payload_too_large);
     }
     if (ec) {
-      return Write(HttpRouter::ErrorResponse(
+      return Write(ErrorResponse(
           InvalidArgument("malformed HTTP request: " + ec.message()), 11, false));
     }
     origin_.clear();
@@ -281,7 +281,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       // and drop any answer the request still produces, so that none arrives out of turn.
       spdlog::error("http: unexpected exception handling a request: {}", e.what());
       if (responded_ != request) {
-        HttpResponse res = HttpRouter::ErrorResponse(
+        HttpResponse res = ErrorResponse(
             Internal(std::string("unexpected error: ") + e.what()), request_version_, false);
         Write(std::move(res));
       }
@@ -297,7 +297,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto& req = parser_->get();
     const std::string allowed = shared_.AllowedOrigin(origin_);
     if (allowed.empty()) {
-      HttpResponse res = HttpRouter::ErrorResponse(
+      HttpResponse res = ErrorResponse(
           PermissionDenied("origin '" + origin_ + "' is not allowed (global.cors_origins)"),
           req.version(), req.keep_alive());
       return Write(std::move(res));

@@ -11,7 +11,6 @@
 #include "common/json.h"
 #include "server/http/json_codec.h"
 #include "server/http/openai_api.h"
-#include "server/http/status_mapping.h"
 #include "server/server_info.h"
 #include "server/triton_config.h"
 
@@ -108,48 +107,7 @@ json ModelStats(const ModelInfo& info) {
   return out;
 }
 
-// 405 with {"error": "use <allowed> for <what>"}.
-HttpResponse MethodNotAllowed(const std::string& allowed, const std::string& what,
-                              unsigned version, bool keep_alive) {
-  HttpResponse res = HttpRouter::ErrorResponse(
-      InvalidArgument("use " + allowed + " for " + what), version, keep_alive);
-  res.result(http::status::method_not_allowed);
-  return res;
-}
-
-HttpResponse EmptyResponse(http::status code, unsigned version, bool keep_alive) {
-  HttpResponse res(code, version);
-  res.keep_alive(keep_alive);
-  res.prepare_payload();
-  return res;
-}
-
 }  // namespace
-
-HttpResponse HttpRouter::JsonResponse(http::status code, std::string body, unsigned version,
-                                      bool keep_alive) {
-  HttpResponse res(code, version);
-  res.set(http::field::content_type, "application/json");
-  res.keep_alive(keep_alive);
-  res.body() = std::move(body);
-  res.prepare_payload();
-  return res;
-}
-
-void HttpRouter::MarkRetryable(HttpResponse& response) {
-  if (response.result() == http::status::too_many_requests ||
-      response.result() == http::status::service_unavailable) {
-    response.set(http::field::retry_after, "1");
-  }
-}
-
-HttpResponse HttpRouter::ErrorResponse(const Status& status, unsigned version, bool keep_alive) {
-  json body = {{"error", std::string(status.message())}};
-  const http::status code = HttpStatusFor(status.code());
-  HttpResponse res = JsonResponse(code, DumpJson(body), version, keep_alive);
-  MarkRetryable(res);
-  return res;
-}
 
 HttpRouter::HttpRouter(InferenceService& service, Options options)
     : service_(service),

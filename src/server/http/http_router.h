@@ -5,42 +5,13 @@
 #include <functional>
 #include <string>
 
-#include <boost/beast/http.hpp>
-
 #include "server/access.h"
+#include "server/http/http_response.h"
 #include "server/http/json_codec.h"
 #include "server/prometheus.h"
 #include "service/inference_service.h"
 
 namespace mmserve {
-
-using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
-using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
-using HttpReply = std::function<void(HttpResponse)>;
-// Runs a closure on the connection's I/O strand: responses are encoded there, never on a
-// model's worker thread. At once when the caller is on the strand already (an inline
-// execution answers within the read handler: no second thread is woken), else queued to it.
-using HttpDispatch = std::function<void(std::function<void()>)>;
-
-// A chunked response written piece by piece (server-sent events). Start() sends the headers,
-// Send() one chunk, End() the last chunk; they must run on the connection's strand (through
-// HttpDispatch), in that order. broken() turns true, on any thread, once the client has gone away.
-class HttpStream {
- public:
-  virtual ~HttpStream() = default;
-  virtual void Start(HttpResponse headers) = 0;
-  virtual void Send(std::string chunk) = 0;
-  virtual void End() = 0;
-  virtual bool broken() const = 0;
-};
-using HttpOpenStream = std::function<std::shared_ptr<HttpStream>()>;
-
-// What a handler may know about its connection while the answer is pending. Any thread.
-struct HttpConnection {
-  HttpDispatch dispatch;
-  HttpOpenStream open_stream;
-  std::function<bool()> client_gone;  // true once the client closed the connection
-};
 
 class OpenAiApi;
 
@@ -56,14 +27,6 @@ class HttpRouter {
   ~HttpRouter();
 
   void Handle(HttpRequest request, HttpReply reply, HttpConnection connection);
-
-  // 429 and 503 pass (a full queue, a model loading, a limit reached): the answer says when to
-  // come back. Every error answer goes through here.
-  static void MarkRetryable(HttpResponse& response);
-  // {"error": message} with the status that `status` maps to.
-  static HttpResponse ErrorResponse(const Status& status, unsigned version, bool keep_alive);
-  static HttpResponse JsonResponse(boost::beast::http::status code, std::string body,
-                                   unsigned version, bool keep_alive);
 
  private:
   // A model as a URL names it: by version, by label, or neither (the service routes).

@@ -17,7 +17,8 @@
 #include <string>
 #include <string_view>
 
-#include "server/http/http_router.h"
+#include "server/http/http_response.h"
+#include "service/inference_service.h"
 
 namespace mmserve {
 

@@ -1,0 +1,69 @@
+#include "server/http/http_response.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/json.h"
+
+namespace mmserve {
+
+namespace http = boost::beast::http;
+
+http::status HttpStatusFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return http::status::ok;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kCancelled:
+    case StatusCode::kFailedPrecondition: return http::status::bad_request;
+    case StatusCode::kNotFound: return http::status::not_found;
+    case StatusCode::kResourceExhausted: return http::status::too_many_requests;
+    case StatusCode::kUnavailable: return http::status::service_unavailable;
+    case StatusCode::kDeadlineExceeded: return http::status::gateway_timeout;
+    case StatusCode::kUnimplemented: return http::status::not_implemented;
+    case StatusCode::kInternal: return http::status::internal_server_error;
+    case StatusCode::kUnauthenticated: return http::status::unauthorized;
+    case StatusCode::kPermissionDenied: return http::status::forbidden;
+  }
+  return http::status::internal_server_error;
+}
+
+HttpResponse JsonResponse(http::status code, std::string body, unsigned version,
+                          bool keep_alive) {
+  HttpResponse res(code, version);
+  res.set(http::field::content_type, "application/json");
+  res.keep_alive(keep_alive);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+HttpResponse EmptyResponse(http::status code, unsigned version, bool keep_alive) {
+  HttpResponse res(code, version);
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  return res;
+}
+
+void MarkRetryable(HttpResponse& response) {
+  if (response.result() == http::status::too_many_requests ||
+      response.result() == http::status::service_unavailable) {
+    response.set(http::field::retry_after, "1");
+  }
+}
+
+HttpResponse ErrorResponse(const Status& status, unsigned version, bool keep_alive) {
+  nlohmann::json body = {{"error", std::string(status.message())}};
+  HttpResponse res = JsonResponse(HttpStatusFor(status.code()), DumpJson(body), version, keep_alive);
+  MarkRetryable(res);
+  return res;
+}
+
+HttpResponse MethodNotAllowed(const std::string& allowed, const std::string& what,
+                              unsigned version, bool keep_alive) {
+  HttpResponse res =
+      ErrorResponse(InvalidArgument("use " + allowed + " for " + what), version, keep_alive);
+  res.result(http::status::method_not_allowed);
+  return res;
+}
+
+}  // namespace mmserve

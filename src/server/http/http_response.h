@@ -1,0 +1,59 @@
+// The HTTP frontend's vocabulary and answers: the request/response types every route handler
+// takes, the one StatusCode → HTTP status table (Triton's, plus 429 for a full queue and 504
+// for an expired deadline) and the JSON answers built on it. Route handlers (http_router,
+// openai_*) and the connection code (http_frontend) all answer through here.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/beast/http.hpp>
+
+#include "common/status.h"
+
+namespace mmserve {
+
+using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
+using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
+using HttpReply = std::function<void(HttpResponse)>;
+// Runs a closure on the connection's I/O strand: responses are encoded there, never on a
+// model's worker thread. At once when the caller is on the strand already (an inline
+// execution answers within the read handler: no second thread is woken), else queued to it.
+using HttpDispatch = std::function<void(std::function<void()>)>;
+
+// A chunked response written piece by piece (server-sent events). Start() sends the headers,
+// Send() one chunk, End() the last chunk; they must run on the connection's strand (through
+// HttpDispatch), in that order. broken() turns true, on any thread, once the client has gone away.
+class HttpStream {
+ public:
+  virtual ~HttpStream() = default;
+  virtual void Start(HttpResponse headers) = 0;
+  virtual void Send(std::string chunk) = 0;
+  virtual void End() = 0;
+  virtual bool broken() const = 0;
+};
+using HttpOpenStream = std::function<std::shared_ptr<HttpStream>()>;
+
+// What a handler may know about its connection while the answer is pending. Any thread.
+struct HttpConnection {
+  HttpDispatch dispatch;
+  HttpOpenStream open_stream;
+  std::function<bool()> client_gone;  // true once the client closed the connection
+};
+
+boost::beast::http::status HttpStatusFor(StatusCode code);
+
+HttpResponse JsonResponse(boost::beast::http::status code, std::string body, unsigned version,
+                          bool keep_alive);
+HttpResponse EmptyResponse(boost::beast::http::status code, unsigned version, bool keep_alive);
+// {"error": message} with the status that `status` maps to.
+HttpResponse ErrorResponse(const Status& status, unsigned version, bool keep_alive);
+// 405 with {"error": "use <allowed> for <what>"}.
+HttpResponse MethodNotAllowed(const std::string& allowed, const std::string& what,
+                              unsigned version, bool keep_alive);
+// 429 and 503 pass (a full queue, a model loading, a limit reached): the answer says when to
+// come back. Every error answer goes through here.
+void MarkRetryable(HttpResponse& response);
+
+}  // namespace mmserve

@@ -1,8 +1,12 @@
 #include "server/prometheus.h"
 
+#include <map>
+
 #include <charconv>
 #include <functional>
 #include <sstream>
+
+#include "server/model_statistics.h"
 
 namespace mmserve {
 namespace {
@@ -99,32 +103,42 @@ std::optional<double> Counter(const ModelInfo& m, const char* key) {
 std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMetrics& server) {
   Writer w(models);
   using M = const ModelInfo&;
-  auto stat = [](int64_t SchedulerStats::*field) {
+  // The statistics every frontend reports, derived once per model version.
+  std::map<const ModelInfo*, ModelStatistics> derived;
+  for (const auto& m : models) derived[&m] = StatisticsOf(m);
+  auto stat = [&derived](int64_t ModelStatistics::*field) {
+    return [&derived, field](M m) -> std::optional<double> {
+      const ModelStatistics& s = derived.at(&m);
+      if (!s.loaded) return std::nullopt;
+      return static_cast<double>(s.*field);
+    };
+  };
+  // mmserve's own figures, straight from the scheduler.
+  auto scheduler = [](int64_t SchedulerStats::*field) {
     return [field](M m) -> std::optional<double> {
       if (!m.stats) return std::nullopt;
       return static_cast<double>((*m.stats).*field);
     };
   };
   w.Family("nv_inference_request_success", "untyped",
-           "Successful inference requests (a counter)", stat(&SchedulerStats::success));
+           "Successful inference requests (a counter)", [&derived](M m) -> std::optional<double> {
+             const ModelStatistics& s = derived.at(&m);
+             if (!s.loaded) return std::nullopt;
+             return static_cast<double>(s.success.count);
+           });
   w.Labelled("nv_inference_request_failure", "untyped",
              "Failed inference requests by reason (a counter)", "reason",
-             {{"REJECTED", stat(&SchedulerStats::rejected)},
-              {"CANCELED", stat(&SchedulerStats::cancelled)},
-              {"BACKEND", stat(&SchedulerStats::failure)},
-              {"OTHER", stat(&SchedulerStats::expired)}});
+             {{"REJECTED", stat(&ModelStatistics::rejected)},
+              {"CANCELED", stat(&ModelStatistics::cancelled)},
+              {"BACKEND", stat(&ModelStatistics::backend_failures)},
+              {"OTHER", stat(&ModelStatistics::expired)}});
   w.Family("nv_inference_count", "untyped",
            "Inferences performed; a batch of n counts n (a counter)",
-           stat(&SchedulerStats::inference_count));
+           stat(&ModelStatistics::inference_count));
   w.Family("nv_inference_exec_count", "untyped", "Batch executions (a counter)",
-           stat(&SchedulerStats::execution_count));
+           stat(&ModelStatistics::execution_count));
   w.Family("nv_inference_pending_request_count", "untyped",
-           "Requests queued, not yet executing (a gauge)", [](M m) -> std::optional<double> {
-             if (!m.stats) return std::nullopt;
-             int64_t queued = 0;
-             for (int64_t q : m.stats->queued) queued += q;
-             return static_cast<double>(queued);
-           });
+           "Requests queued, not yet executing (a gauge)", stat(&ModelStatistics::queued));
   w.Family("nv_model_load_duration_secs", "gauge", "How long the last load of the model took",
            [](M m) -> std::optional<double> {
              if (m.loads == 0 || m.last_load_time.count() == 0) return std::nullopt;
@@ -134,10 +148,9 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
   const auto device = [](M m) { return ",device=\"" + std::to_string(m.config.device_id) + "\""; };
   w.Family("mmserve_model_resident_bytes", "gauge",
            "Bytes the loaded model holds (the backend's figure, else measured over its load)",
-           [](M m) -> std::optional<double> {
+           [&derived](M m) -> std::optional<double> {
              if (m.state != ModelState::kReady && !m.stats) return 0;
-             return static_cast<double>(m.resident_bytes > 0 ? m.resident_bytes
-                                                             : m.measured_bytes);
+             return static_cast<double>(derived.at(&m).resident_bytes);
            },
            device);
   w.Family("mmserve_model_estimated_bytes", "gauge",
@@ -146,20 +159,21 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
            device);
   // Triton's *_duration_us names fail the exposition format's lint (abbreviated units), so the
   // same cumulative durations are given in seconds under mmserve's names.
-  auto seconds = [](auto ns) {
-    return [ns](M m) -> std::optional<double> {
-      if (!m.stats) return std::nullopt;
-      return static_cast<double>(ns(*m.stats)) / 1e9;
+  auto seconds = [&derived](auto ns) {
+    return [&derived, ns](M m) -> std::optional<double> {
+      const ModelStatistics& s = derived.at(&m);
+      if (!s.loaded) return std::nullopt;
+      return static_cast<double>(ns(s)) / 1e9;
     };
   };
+  using S = const ModelStatistics&;
   w.Family("mmserve_inference_request_duration_seconds_total", "counter",
            "Cumulative request duration, queue plus compute",
-           seconds([](const SchedulerStats& s) { return s.queue_ns + s.compute_ns; }));
+           seconds([](S s) { return s.queue.ns + s.compute_infer.ns; }));
   w.Family("mmserve_inference_queue_duration_seconds_total", "counter",
-           "Cumulative time requests waited in the queue",
-           seconds([](const SchedulerStats& s) { return s.queue_ns; }));
+           "Cumulative time requests waited in the queue", seconds([](S s) { return s.queue.ns; }));
   w.Family("mmserve_inference_compute_duration_seconds_total", "counter",
-           "Cumulative execution time", seconds([](const SchedulerStats& s) { return s.compute_ns; }));
+           "Cumulative execution time", seconds([](S s) { return s.compute_infer.ns; }));
   w.Family("mmserve_model_ready", "gauge", "1 when the model version serves requests",
            [](M m) -> std::optional<double> { return m.state == ModelState::kReady ? 1 : 0; });
   w.Family("mmserve_model_loads_total", "counter", "Loads started",
@@ -170,7 +184,7 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
   w.Family("mmserve_model_in_flight_requests", "gauge", "Requests submitted and not yet answered",
            [](M m) -> std::optional<double> { return static_cast<double>(m.in_flight); });
   w.Family("mmserve_model_executing_requests", "gauge", "Requests executing now",
-           stat(&SchedulerStats::executing));
+           scheduler(&SchedulerStats::executing));
   w.Family("mmserve_breaker_state", "gauge",
            "Circuit breaker: 0 closed, 1 half-open, 2 open", [](M m) -> std::optional<double> {
              if (!m.stats) return std::nullopt;
@@ -182,12 +196,12 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
              return std::nullopt;
            });
   w.Family("mmserve_breaker_opened_total", "counter", "Times the circuit breaker opened",
-           stat(&SchedulerStats::breaker_opened));
+           scheduler(&SchedulerStats::breaker_opened));
   w.Family("mmserve_watchdog_reports_total", "counter",
-           "Executions the watchdog found hung", stat(&SchedulerStats::watchdog_reports));
+           "Executions the watchdog found hung", scheduler(&SchedulerStats::watchdog_reports));
   w.Family("mmserve_priority_yields_total", "counter",
            "Times the model's workers gave way to a more important model on the device",
-           stat(&SchedulerStats::yields));
+           scheduler(&SchedulerStats::yields));
   w.Family("mmserve_priority_yield_seconds_total", "counter",
            "Time the model's workers spent giving way to more important models",
            [](M m) -> std::optional<double> {

@@ -1,5 +1,6 @@
 #include "service/model_registry.h"
 
+#include <charconv>
 #include <random>
 
 #include "common/strings.h"
@@ -25,6 +26,17 @@ double CanaryDraw(const std::string& model, const std::string& id) {
 }
 
 }  // namespace
+
+Result<int64_t> ParseVersion(std::string_view text, std::string_view field) {
+  if (text.empty()) return int64_t{0};
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 1) {
+    return InvalidArgument(std::string(field) + ": expected a positive integer, found '" +
+                           std::string(text) + "'");
+  }
+  return v;
+}
 
 std::shared_ptr<const ServedModel> ServedModel::Make(VersionMap versions,
                                                      const ModelConfig& routing, bool from_api) {

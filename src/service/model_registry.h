@@ -34,6 +34,10 @@ struct ModelRef {
   std::string_view label;
 };
 
+// A version as a client spells it (a URL segment, a gRPC field): "" → 0 (the registry routes);
+// otherwise a positive integer, or an error that names `field`.
+Result<int64_t> ParseVersion(std::string_view text, std::string_view field);
+
 using VersionMap = std::map<int64_t, std::shared_ptr<ModelVersion>>;
 
 // One name: its versions and routing. Immutable once published.

@@ -56,6 +56,23 @@ void LlamaHooks::Attach(llama_context_params& params) {
   params.cb_eval_user_data = this;
 }
 
+Result<LlamaContext> CreateLlamaContext(const llama_model* model, const LlamaOptions& options,
+                                        const std::function<void(llama_context_params&)>& configure) {
+  llama_context_params params = llama_context_default_params();
+  params.n_threads = ThreadCount(options);
+  params.n_threads_batch = params.n_threads;
+  params.no_perf = true;
+  configure(params);
+  LlamaContext out{.hooks = std::make_unique<LlamaHooks>()};
+  out.hooks->Attach(params);
+  {
+    auto lock = LockLlamaAllocations();
+    out.context.reset(llama_init_from_model(const_cast<llama_model*>(model), params));
+  }
+  if (!out.context) return Internal("llama.cpp could not create a context (see its log)");
+  return out;
+}
+
 std::unique_lock<std::mutex> LockLlamaAllocations() {
   static std::mutex mu;
   return std::unique_lock(mu);
@@ -71,34 +88,26 @@ Result<std::unique_ptr<LlamaEncoder>> LlamaEncoder::Create(const llama_model* mo
                                                           EncoderTask task,
                                                           const LlamaOptions& options,
                                                           LlamaStats& stats) {
-  llama_context_params params = llama_context_default_params();
   const int n_batch = options.n_batch;
-  params.n_ctx = static_cast<uint32_t>(n_batch);
-  params.n_batch = static_cast<uint32_t>(n_batch);
-  params.n_ubatch = static_cast<uint32_t>(n_batch);  // encoders take a whole batch in one ubatch
-  params.n_seq_max = static_cast<uint32_t>(
-      std::min<size_t>(static_cast<size_t>(options.n_parallel), llama_max_parallel_sequences()));
-  params.n_threads = ThreadCount(options);
-  params.n_threads_batch = params.n_threads;
-  params.embeddings = true;
-  params.no_perf = true;
-  if (task == EncoderTask::kRerank) {
-    params.pooling_type = LLAMA_POOLING_TYPE_RANK;
-  } else if (options.pooling == "mean") {
-    params.pooling_type = LLAMA_POOLING_TYPE_MEAN;
-  } else if (options.pooling == "cls") {
-    params.pooling_type = LLAMA_POOLING_TYPE_CLS;
-  } else if (options.pooling == "last") {
-    params.pooling_type = LLAMA_POOLING_TYPE_LAST;
-  }
-  auto hooks = std::make_unique<LlamaHooks>();
-  hooks->Attach(params);
-  LlamaContextPtr context;
-  {
-    auto lock = LockLlamaAllocations();
-    context.reset(llama_init_from_model(const_cast<llama_model*>(model), params));
-  }
-  if (!context) return Internal("llama.cpp could not create a context (see its log)");
+  auto created = CreateLlamaContext(model, options, [&](llama_context_params& params) {
+    params.n_ctx = static_cast<uint32_t>(n_batch);
+    params.n_batch = static_cast<uint32_t>(n_batch);
+    params.n_ubatch = static_cast<uint32_t>(n_batch);  // encoders take a whole batch in one ubatch
+    params.n_seq_max = static_cast<uint32_t>(std::min<size_t>(
+        static_cast<size_t>(options.n_parallel), llama_max_parallel_sequences()));
+    params.embeddings = true;
+    if (task == EncoderTask::kRerank) {
+      params.pooling_type = LLAMA_POOLING_TYPE_RANK;
+    } else if (options.pooling == "mean") {
+      params.pooling_type = LLAMA_POOLING_TYPE_MEAN;
+    } else if (options.pooling == "cls") {
+      params.pooling_type = LLAMA_POOLING_TYPE_CLS;
+    } else if (options.pooling == "last") {
+      params.pooling_type = LLAMA_POOLING_TYPE_LAST;
+    }
+  });
+  if (!created.ok()) return created.status();
+  auto& [hooks, context] = *created;
   if (task == EncoderTask::kEmbed && llama_pooling_type(context.get()) == LLAMA_POOLING_TYPE_NONE) {
     return InvalidArgument("task embed needs a pooled embedding, but the model declares no "
                            "pooling type; set params.pooling to mean, cls or last");

@@ -5,6 +5,7 @@
 #include <llama.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -43,6 +44,16 @@ struct LlamaHooks {
 // advises huge pages for its own weights only, not for a context allocated meanwhile, whose
 // mostly untouched buffers would grow in 2 MiB steps (llama_backend.cc).
 std::unique_lock<std::mutex> LockLlamaAllocations();
+
+// A context for one instance, and the hooks it calls: llama.cpp's defaults, the thread count
+// from `options`, no perf counters, then whatever `configure` sets; created under the
+// allocation lock. Internal when llama.cpp refuses.
+struct LlamaContext {
+  std::unique_ptr<LlamaHooks> hooks;  // before the context, which calls it
+  LlamaContextPtr context;
+};
+Result<LlamaContext> CreateLlamaContext(const llama_model* model, const LlamaOptions& options,
+                                        const std::function<void(llama_context_params&)>& configure);
 
 // Gives back the calling thread's OpenMP compute threads (they start again at its next
 // decode). A no-op in a build without OpenMP.

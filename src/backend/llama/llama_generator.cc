@@ -25,25 +25,17 @@ size_t CompleteUtf8Prefix(std::string_view s) {
 Result<std::unique_ptr<LlamaGenerator>> LlamaGenerator::Create(const llama_model* model,
                                                               const LlamaOptions& options,
                                                               LlamaStats& stats) {
-  llama_context_params params = llama_context_default_params();
   const int n_seq = options.n_parallel;
   const int n_ctx_seq = options.n_ctx > 0 ? options.n_ctx : 2048;
-  params.n_ctx = static_cast<uint32_t>(n_ctx_seq * n_seq);
-  params.n_seq_max = static_cast<uint32_t>(n_seq);
-  params.kv_unified = false;  // one KV stream per sequence: results do not depend on neighbours
-  params.n_batch = static_cast<uint32_t>(std::min(options.n_batch, n_ctx_seq * n_seq));
-  params.n_ubatch = params.n_batch;
-  params.n_threads = ThreadCount(options);
-  params.n_threads_batch = params.n_threads;
-  params.no_perf = true;
-  auto hooks = std::make_unique<LlamaHooks>();
-  hooks->Attach(params);
-  LlamaContextPtr context;
-  {
-    auto lock = LockLlamaAllocations();
-    context.reset(llama_init_from_model(const_cast<llama_model*>(model), params));
-  }
-  if (!context) return Internal("llama.cpp could not create a context (see its log)");
+  auto created = CreateLlamaContext(model, options, [&](llama_context_params& params) {
+    params.n_ctx = static_cast<uint32_t>(n_ctx_seq * n_seq);
+    params.n_seq_max = static_cast<uint32_t>(n_seq);
+    params.kv_unified = false;  // one KV stream per sequence: results do not depend on neighbours
+    params.n_batch = static_cast<uint32_t>(std::min(options.n_batch, n_ctx_seq * n_seq));
+    params.n_ubatch = params.n_batch;
+  });
+  if (!created.ok()) return created.status();
+  auto& [hooks, context] = *created;
   return std::unique_ptr<LlamaGenerator>(
       new LlamaGenerator(model, options, stats, std::move(hooks), std::move(context)));
 }

@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/strings.h"
 #include "grpc_service.grpc.pb.h"
+#include "server/model_statistics.h"
 #include "server/server_info.h"
 #include "server/triton_config.h"
 
@@ -44,18 +45,6 @@ grpc::StatusCode GrpcCode(StatusCode code) {
 grpc::Status ToGrpc(const Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(GrpcCode(s.code()), std::string(s.message()));
-}
-
-// "" → 0 (the service routes); otherwise a positive integer.
-Result<int64_t> ParseVersion(const std::string& text, const char* field) {
-  if (text.empty()) return int64_t{0};
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < 1) {
-    return InvalidArgument(std::string(field) + ": expected a positive integer, found '" + text +
-                           "'");
-  }
-  return v;
 }
 
 ParamValue FromProto(const pb::InferParameter& p) {
@@ -186,34 +175,31 @@ void TensorMetadata(const std::vector<TensorSpec>& specs,
   }
 }
 
-pb::StatisticDuration* Set(pb::StatisticDuration* d, int64_t count, int64_t ns) {
-  d->set_count(static_cast<uint64_t>(count));
-  d->set_ns(static_cast<uint64_t>(ns));
-  return d;
+void Set(pb::StatisticDuration* d, const StatDuration& from) {
+  d->set_count(static_cast<uint64_t>(from.count));
+  d->set_ns(static_cast<uint64_t>(from.ns));
 }
 
 void Statistics(const ModelInfo& info, pb::ModelStatistics& out) {
-  out.set_name(info.config.name);
-  out.set_version(std::to_string(info.config.version));
+  const ModelStatistics stats = StatisticsOf(info);
+  out.set_name(stats.name);
+  out.set_version(stats.version);
   auto* memory = out.add_memory_usage();
   memory->set_type("CPU");
   memory->set_id(info.config.device_id);
-  memory->set_byte_size(static_cast<uint64_t>(
-      info.resident_bytes > 0 ? info.resident_bytes : info.measured_bytes));
-  if (!info.stats) return;
-  const SchedulerStats& st = *info.stats;
-  out.set_inference_count(static_cast<uint64_t>(st.inference_count));
-  out.set_execution_count(static_cast<uint64_t>(st.execution_count));
+  memory->set_byte_size(static_cast<uint64_t>(stats.resident_bytes));
+  if (!stats.loaded) return;
+  out.set_inference_count(static_cast<uint64_t>(stats.inference_count));
+  out.set_execution_count(static_cast<uint64_t>(stats.execution_count));
   auto* s = out.mutable_inference_stats();
-  const int64_t executed = st.success + st.failure;
-  Set(s->mutable_success(), st.success, 0);
-  Set(s->mutable_fail(), st.failure + st.expired, 0);
-  Set(s->mutable_queue(), executed, st.queue_ns);
-  Set(s->mutable_compute_infer(), executed, st.compute_ns);
-  for (const auto& [size, b] : st.batches) {
+  Set(s->mutable_success(), stats.success);
+  Set(s->mutable_fail(), stats.fail);
+  Set(s->mutable_queue(), stats.queue);
+  Set(s->mutable_compute_infer(), stats.compute_infer);
+  for (const auto& [size, b] : stats.batches) {
     auto* batch = out.add_batch_stats();
     batch->set_batch_size(static_cast<uint64_t>(size));
-    Set(batch->mutable_compute_infer(), b.executions, b.compute_ns);
+    Set(batch->mutable_compute_infer(), b);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "common/json.h"
 #include "server/http/json_codec.h"
 #include "server/http/openai_api.h"
+#include "server/model_statistics.h"
 #include "server/server_info.h"
 #include "server/triton_config.h"
 
@@ -50,14 +51,15 @@ json ReportToJson(const ReloadReport& r) {
           {"unchanged", r.unchanged}};
 }
 
-json Duration(int64_t count, int64_t ns) { return {{"count", count}, {"ns", ns}}; }
+json Duration(const StatDuration& d) { return {{"count", d.count}, {"ns", d.ns}}; }
 
 // Triton's statistics shape (so its tools read it), with what Triton lacks under "mmserve".
 json ModelStats(const ModelInfo& info) {
-  json out = {{"name", info.config.name},
-              {"version", std::to_string(info.config.version)},
-              {"inference_count", 0},
-              {"execution_count", 0}};
+  const ModelStatistics stats = StatisticsOf(info);
+  json out = {{"name", stats.name},
+              {"version", stats.version},
+              {"inference_count", stats.inference_count},
+              {"execution_count", stats.execution_count}};
   json mms = {{"state", std::string(ModelStateName(info.state))},
               {"loads", info.loads},
               {"in_flight", info.in_flight},
@@ -69,17 +71,13 @@ json ModelStats(const ModelInfo& info) {
               {"execution", info.config.execute_inline ? "inline" : "worker"}};
   if (!info.reason.empty() && info.state != ModelState::kReady) mms["reason"] = info.reason;
   if (const auto& st = info.stats) {
-    const int64_t executed = st->success + st->failure;
-    out["inference_count"] = st->inference_count;
-    out["execution_count"] = st->execution_count;
-    out["inference_stats"] = {
-        {"success", Duration(st->success, 0)},
-        {"fail", Duration(st->failure + st->expired, 0)},
-        {"queue", Duration(executed, st->queue_ns)},
-        {"compute_infer", Duration(executed, st->compute_ns)}};
+    out["inference_stats"] = {{"success", Duration(stats.success)},
+                              {"fail", Duration(stats.fail)},
+                              {"queue", Duration(stats.queue)},
+                              {"compute_infer", Duration(stats.compute_infer)}};
     json batches = json::array();
-    for (const auto& [size, b] : st->batches) {
-      batches.push_back({{"batch_size", size}, {"compute_infer", Duration(b.executions, b.compute_ns)}});
+    for (const auto& [size, b] : stats.batches) {
+      batches.push_back({{"batch_size", size}, {"compute_infer", Duration(b)}});
     }
     out["batch_stats"] = batches;
     json queued = json::object();
@@ -225,19 +223,15 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
   // /v2/models/{name}[/versions/{version} | /labels/{label}][/ready|/infer|/stats|/config]
   static const std::set<std::string_view> kActions = {"ready", "infer", "stats", "config"};
   if (seg.size() >= 3 && seg.size() <= 6 && seg[0] == "v2" && seg[1] == "models") {
-    ModelRef ref{.name = std::string(seg[2])};
+    ModelRef ref{.name = seg[2]};
     size_t next = 3;
     if (seg.size() >= 5 && (seg[3] == "versions" || seg[3] == "labels")) {
       if (seg[3] == "labels") {
-        ref.label = std::string(seg[4]);
+        ref.label = seg[4];
       } else {
-        const std::string_view text = seg[4];
-        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ref.version);
-        if (ec != std::errc() || end != text.data() + text.size() || ref.version < 1) {
-          return reply(ErrorResponse(InvalidArgument("model version: expected a positive "
-                                                     "integer, found '" + std::string(text) + "'"),
-                                     v, ka));
-        }
+        auto version = ParseVersion(seg[4], "model version");
+        if (!version.ok()) return reply(ErrorResponse(version.status(), v, ka));
+        ref.version = *version;
       }
       next = 5;
     }
@@ -263,7 +257,7 @@ void HttpRouter::HandleModel(const HttpRequest& request, const ModelRef& ref,
                              const std::string& action, HttpReply reply) {
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
-  auto info = service_.GetModel(ref.name, ref.version, ref.label);
+  auto info = service_.GetModel(std::string(ref.name), ref.version, std::string(ref.label));
   if (!info.ok()) return reply(ErrorResponse(info.status(), v, ka));
   if (action == "ready") {
     const bool ready = info->state == ModelState::kReady && service_.accepting();
@@ -281,7 +275,7 @@ void HttpRouter::HandleModel(const HttpRequest& request, const ModelRef& ref,
 
 void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply reply,
                              HttpConnection connection) {
-  const std::string& name = ref.name;
+  const std::string name(ref.name);
   HttpDispatch dispatch = std::move(connection.dispatch);
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
@@ -298,20 +292,25 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
     }
     header_length = n;
   }
+  // A body of raw bytes only: its layout is the model's one input, of the version that will
+  // serve the request (routed once, here).
+  std::optional<ModelDescription> raw_target;
   Result<ParsedInferRequest> parsed = [&]() -> Result<ParsedInferRequest> {
     if (header_length != 0u) return ParseInferRequest(request.body(), header_length);
-    // A body of raw bytes only: its layout is the model's one input.
-    auto info = service_.GetModel(name, ref.version, ref.label);
-    if (!info.ok()) return info.status();
-    if (info->state != ModelState::kReady) return Unavailable("model '" + name + "' is not ready");
-    return ParseRawInferRequest(std::move(request.body()), info->signature);
+    auto described = service_.Describe(ref);
+    if (!described.ok()) return described.status();
+    if (described->signature.inputs.empty()) {
+      return Unavailable("model '" + name + "' is not ready");
+    }
+    raw_target = *described;
+    return ParseRawInferRequest(std::move(request.body()), described->signature);
   }();
   if (!parsed.ok()) return reply(ErrorResponse(parsed.status(), v, ka));
 
   auto infer = std::make_unique<InferRequest>(std::move(parsed->request));
   infer->model_name = name;
   infer->model_version = ref.version;
-  infer->model_label = ref.label;
+  infer->model_label = std::string(ref.label);
   ResponseContext ctx = std::move(parsed->response);
   ctx.model_name = name;
   ctx.model_version = ref.version;  // the response carries the version that served it
@@ -364,6 +363,7 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
       respond(std::move(result));
     });
   };
+  if (raw_target) return service_.Submit(*raw_target, std::move(infer));
   service_.Submit(std::move(infer));
 }
 

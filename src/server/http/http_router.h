@@ -29,12 +29,6 @@ class HttpRouter {
   void Handle(HttpRequest request, HttpReply reply, HttpConnection connection);
 
  private:
-  // A model as a URL names it: by version, by label, or neither (the service routes).
-  struct ModelRef {
-    std::string name;
-    int64_t version = 0;
-    std::string label;
-  };
   void HandleModel(const HttpRequest& request, const ModelRef& ref, const std::string& action,
                    HttpReply reply);
   void HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply reply,

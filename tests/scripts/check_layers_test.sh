@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# scripts/check_layers.sh passes on src/ and catches each kind of violation planted in a copy.
+set -euo pipefail
+root=$1
+check="$root/scripts/check_layers.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+bash "$check" "$root/src" >/dev/null || { echo "FAIL: src/ itself does not pass"; exit 1; }
+
+failures=0
+# plant FILE LINE EXPECTED: a fresh copy of src/ with LINE appended to FILE must fail with
+# EXPECTED in the output.
+plant() {
+  rm -rf "$tmp/src" && cp -r "$root/src" "$tmp/src"
+  echo "$2" >>"$tmp/src/$1"
+  if out=$(bash "$check" "$tmp/src" 2>&1); then
+    echo "FAIL: planted '$2' in $1, check_layers.sh passed"
+    failures=$((failures + 1))
+  elif [[ $out != *"$3"* ]]; then
+    echo "FAIL: planted '$2' in $1: expected '$3' in: $out"
+    failures=$((failures + 1))
+  else
+    echo "ok: $1: $3"
+  fi
+}
+plant service/lifecycle.cc '#include "server/prometheus.h"' "server is above service"
+plant server/prometheus.cc '#include "server/http/http_response.h"' "server/'s own files are below server/http/"
+plant server/http/http_router.cc '#include "server/grpc/grpc_frontend.h"' "server/http and server/grpc are siblings"
+plant backend/acl/acl_backend.cc '#include "backend/llama/gguf_summary.h"' "backend/acl and backend/llama are siblings"
+plant backend/backend_registry.cc '#include "backend/identity/identity_backend.h"' "backend/'s own files are below"
+plant service/model_registry.cc 'int x = std::stoi("1");' "std::regex, std::sto*"
+plant backend/llama/llama_backend.cc 'void f() { aclInit(nullptr); }' "runtime init/finalize outside src/runtime/"
+((failures == 0)) && echo "check_layers: every planted violation caught"
+exit "$failures"

@@ -11,10 +11,10 @@
 #include <sstream>
 #include <thread>
 
-#include <yaml-cpp/yaml.h>
-
 #include "common/json.h"
 #include "common/strings.h"
+#include "config/config_readers.h"
+#include "config/yaml_tree.h"
 
 namespace mmserve {
 namespace {
@@ -22,256 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr int64_t kMaxTimeoutMs = 3'600'000;
-
-// ---- YAML → (json tree, location table) ------------------------------------------------------
-
-SourceLocation ToLocation(const std::string& file, const YAML::Mark& mark) {
-  if (mark.line < 0) return {.file = file};
-  return {.file = file, .line = mark.line + 1, .column = mark.column + 1};
-}
-
-// A plain YAML number as YAML 1.2's core schema reads it: [-+]?digits, or a decimal fraction with
-// an optional exponent. Scanned by hand (linear; std::regex recursed once per character).
-bool IsYamlInteger(std::string_view s) {
-  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-bool IsYamlFloat(std::string_view s) {
-  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
-  size_t i = 0, digits = 0;
-  const auto is_digit = [&] { return i < s.size() && s[i] >= '0' && s[i] <= '9'; };
-  while (is_digit()) ++i, ++digits;
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    while (is_digit()) ++i, ++digits;
-  }
-  if (digits == 0) return false;
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-    if (!is_digit()) return false;
-    while (is_digit()) ++i;
-  }
-  return i == s.size();
-}
-
-json ScalarToJson(const YAML::Node& node) {
-  const std::string& text = node.Scalar();
-  if (node.Tag() == "!") return text;  // quoted: always a string
-  if (text.empty() || text == "~" || text == "null") return nullptr;
-  if (text == "true" || text == "True") return true;
-  if (text == "false" || text == "False") return false;
-  if (IsYamlInteger(text)) {
-    // Too large for an integer: keep the text; the typed reader reports it.
-    if (auto n = ParseInt64(text)) return *n;
-    return text;
-  }
-  if (IsYamlFloat(text)) {
-    errno = 0;
-    const double d = std::strtod(text.c_str(), nullptr);
-    if (errno != ERANGE && std::isfinite(d)) return d;
-  }
-  return text;
-}
-
-// Converts the YAML tree to JSON with a location per field path. Strings must be text: a NUL or
-// invalid UTF-8 is an error at its position (both would break every consumer of the name, path
-// or message). yaml-cpp bounds the nesting (DeepRecursion), so the recursion here is bounded too.
-class TreeBuilder {
- public:
-  TreeBuilder(const std::string& file, Params::Locations& locations, ConfigErrors& errors)
-      : file_(file), locations_(locations), errors_(errors) {}
-
-  json Build(const YAML::Node& node, const std::string& path) {
-    locations_[path] = ToLocation(file_, node.Mark());
-    switch (node.Type()) {
-      case YAML::NodeType::Map: {
-        json out = json::object();
-        for (const auto& kv : node) {
-          const std::string key = kv.first.Scalar();
-          CheckText(key, path.empty() ? "(key)" : path + ".(key)", kv.first.Mark());
-          const std::string child = path.empty() ? key : path + "." + key;
-          out[key] = Build(kv.second, child);
-          locations_[Params::KeyPath(child)] = ToLocation(file_, kv.first.Mark());
-          if (locations_[child].line == 0) locations_[child] = locations_[Params::KeyPath(child)];
-        }
-        return out;
-      }
-      case YAML::NodeType::Sequence: {
-        json out = json::array();
-        for (size_t i = 0; i < node.size(); ++i) {
-          out.push_back(Build(node[i], path + "[" + std::to_string(i) + "]"));
-        }
-        return out;
-      }
-      case YAML::NodeType::Scalar:
-        CheckText(node.Scalar(), path.empty() ? "(document)" : path, node.Mark());
-        return ScalarToJson(node);
-      default:
-        return nullptr;
-    }
-  }
-
- private:
-  void CheckText(const std::string& text, const std::string& field, const YAML::Mark& mark) {
-    std::string problem;
-    if (text.find('\0') != std::string::npos) {
-      problem = "a NUL character";
-    } else if (!IsValidUtf8(text)) {
-      problem = "bytes that are not UTF-8";
-    } else {
-      return;
-    }
-    errors_.Add({.where = ToLocation(file_, mark),
-                 .field = Abbreviate(ToValidUtf8(field), 80),
-                 .expected = "UTF-8 text",
-                 .found = problem});
-  }
-
-  const std::string& file_;
-  Params::Locations& locations_;
-  ConfigErrors& errors_;
-};
-
-std::string JoinInts(const std::vector<int>& values) {
-  std::vector<std::string> parts;
-  for (int v : values) parts.push_back(std::to_string(v));
-  return Join(parts, ", ");
-}
-
-// ---- field readers shared by global and models ---------------------------------------------
-
-std::optional<std::chrono::milliseconds> ReadDuration(
-    ParamReader& r, const std::string& key,
-    std::optional<std::chrono::milliseconds> fallback) {
-  const json* v = r.Raw(key);
-  if (!v) return fallback;
-  std::optional<std::optional<std::chrono::milliseconds>> parsed;
-  if (v->is_number_integer()) {
-    parsed = ParseDuration(std::to_string(v->get<int64_t>()));
-  } else if (v->is_string()) {
-    parsed = ParseDuration(v->get<std::string>());
-  }
-  if (!parsed) {
-    r.Error(key,
-            "a duration (seconds, or \"500ms\", \"30s\", \"5m\", \"1h\"; at most 100 years; "
-            "-1 = forever)",
-            DescribeFound(*v));
-    return fallback;
-  }
-  return *parsed;
-}
-
-int ReadPriority(ParamReader& r) {
-  const json* v = r.Raw("priority");
-  if (!v) return kDefaultPriority;
-  if (v->is_string()) {
-    static const std::map<std::string, int> kNames = {{"high", 1}, {"normal", 2}, {"low", 3}};
-    if (auto it = kNames.find(v->get<std::string>()); it != kNames.end()) return it->second;
-  } else if (v->is_number_integer() && v->get<int64_t>() >= 1 &&
-             v->get<int64_t>() <= kMaxPriorityLevel) {
-    return static_cast<int>(v->get<int64_t>());
-  }
-  r.Error("priority",
-          "high, normal, low or a level in 1.." + std::to_string(kMaxPriorityLevel) +
-              " (1 is highest)",
-          DescribeFound(*v));
-  return kDefaultPriority;
-}
-
-// Stage names: the forms the preprocess/postprocess stages understand, matched by hand (a cursor
-// over the text; linear, no backtracking).
-class Cursor {
- public:
-  explicit Cursor(std::string_view s) : s_(s) {}
-  bool Lit(std::string_view word) {
-    if (s_.substr(0, word.size()) != word) return false;
-    s_.remove_prefix(word.size());
-    return true;
-  }
-  bool Digits(bool nonzero_first) {  // [1-9][0-9]* or [0-9]+
-    size_t n = 0;
-    while (n < s_.size() && s_[n] >= '0' && s_[n] <= '9') ++n;
-    if (n == 0 || (nonzero_first && s_[0] == '0')) return false;
-    s_.remove_prefix(n);
-    return true;
-  }
-  bool Positive() { return Digits(true); }
-  bool Done() const { return s_.empty(); }
-
- private:
-  std::string_view s_;
-};
-
-struct StageForm {
-  const char* name;
-  bool (*matches)(Cursor);
-};
-
-void CheckStage(ParamReader& r, const std::string& key, const std::string& value,
-                const std::vector<StageForm>& forms) {
-  if (value.empty()) return;
-  std::vector<std::string> names;
-  for (const auto& form : forms) {
-    if (form.matches(Cursor(value))) return;
-    names.push_back(form.name);
-  }
-  r.Error(key, "one of " + Join(names, ", "), "\"" + Abbreviate(value) + "\"");
-}
-
-const std::vector<StageForm>& PreprocessForms() {
-  static const std::vector<StageForm> kForms = {
-      {"none", [](Cursor c) { return c.Lit("none") && c.Done(); }},
-      {"resize_<N>", [](Cursor c) { return c.Lit("resize_") && c.Positive() && c.Done(); }},
-      {"resize_<W>x<H>",
-       [](Cursor c) {
-         return c.Lit("resize_") && c.Positive() && c.Lit("x") && c.Positive() && c.Done();
-       }},
-      {"resize_<N>_center_crop[_<C>]",
-       [](Cursor c) {
-         if (!(c.Lit("resize_") && c.Positive() && c.Lit("_center_crop"))) return false;
-         return c.Done() || (c.Lit("_") && c.Positive() && c.Done());
-       }},
-      {"letterbox_<N>", [](Cursor c) { return c.Lit("letterbox_") && c.Positive() && c.Done(); }},
-  };
-  return kForms;
-}
-
-const std::vector<StageForm>& PostprocessForms() {
-  static const std::vector<StageForm> kForms = {
-      {"none", [](Cursor c) { return c.Lit("none") && c.Done(); }},
-      {"softmax", [](Cursor c) { return c.Lit("softmax") && c.Done(); }},
-      {"sigmoid", [](Cursor c) { return c.Lit("sigmoid") && c.Done(); }},
-      {"argmax", [](Cursor c) { return c.Lit("argmax") && c.Done(); }},
-      {"topk_<K>", [](Cursor c) { return c.Lit("topk_") && c.Positive() && c.Done(); }},
-      {"nms_threshold_<0..1>",
-       [](Cursor c) {
-         if (!c.Lit("nms_threshold_")) return false;
-         if (c.Lit("1")) {  // 1, 1., 1.000
-           if (c.Done()) return true;
-           if (!c.Lit(".")) return false;
-           while (c.Lit("0")) {
-           }
-           return c.Done();
-         }
-         c.Lit("0");  // 0.45 or .45
-         return c.Lit(".") && c.Digits(false) && c.Done();
-       }},
-  };
-  return kForms;
-}
-
-// Model and label names: letters, digits, '_', '-' or '.', and not "." or ".." (a name becomes a
-// URL segment and may become a file name).
-bool IsValidName(std::string_view name) {
-  if (name.empty() || name == "." || name == "..") return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.';
-  });
-}
 
 // ---- the parser ------------------------------------------------------------------------------
 
@@ -282,32 +32,20 @@ class Parser {
 
   Result<ServerConfig> Run(const std::string& yaml) {
     auto locations = std::make_shared<Params::Locations>();
-    json tree;
-    try {
-      YAML::Node root = YAML::Load(yaml);
-      if (!root.IsDefined() || root.IsNull()) {
-        root = YAML::Node(YAML::NodeType::Map);
-      }
-      tree = TreeBuilder(file_, *locations, errors_).Build(root, "");
-    } catch (const YAML::Exception& e) {
-      errors_.Add({.where = ToLocation(file_, e.mark),
-                   .field = "(document)",
-                   .expected = "valid YAML",
-                   .found = e.msg});
-      return errors_.ToStatus();
-    }
+    std::optional<json> tree = ReadYamlTree(yaml, file_, *locations, errors_);
+    if (!tree) return errors_.ToStatus();
     ServerConfig config;
     config.file = file_;
-    const Params root(tree, "", locations);
-    if (!tree.is_object()) {
+    const Params root(*tree, "", locations);
+    if (!tree->is_object()) {
       errors_.Add({.where = root.LocationOf(""),
                    .field = "(document)",
                    .expected = "a map with 'global' and 'models'",
-                   .found = DescribeFound(tree)});
+                   .found = DescribeFound(*tree)});
       return errors_.ToStatus();
     }
     ParamReader top(root, errors_);
-    if (auto global = top.Map("global")) config.global = ReadGlobal(*global);
+    if (auto global = top.Map("global")) config.global = ReadGlobal(*global, base_dir_, errors_);
     if (!top.Has("models")) {
       top.Error("models", "a list of models", "nothing");
     }
@@ -320,7 +58,7 @@ class Parser {
       config.global.model_roots.push_back(
           fs::weakly_canonical(base_dir_.empty() ? fs::current_path(ec) : base_dir_, ec));
     }
-    if (top.Has("models") && tree["models"].is_array() && tree["models"].empty()) {
+    if (top.Has("models") && (*tree)["models"].is_array() && (*tree)["models"].empty()) {
       top.Error("models", "at least one model", "an empty list");
     }
     MMS_RETURN_IF_ERROR(errors_.ToStatus());
@@ -342,81 +80,23 @@ class Parser {
   }
 
  private:
-  GlobalConfig ReadGlobal(const Params& p) {
-    ParamReader r(p, errors_);
-    GlobalConfig g;
-    g.device = static_cast<int>(r.Int("device", g.device, 0, 1023));
-    g.memory_pool_mb = r.Int("memory_pool", g.memory_pool_mb, 0, int64_t{1} << 30);
-    g.memory_headroom = r.Double("memory_headroom", g.memory_headroom, 0.01, 1.0);
-    if (auto preflight = r.Map("preflight")) {
-      ParamReader p(*preflight, errors_);
-      g.preflight.factor = p.Double("factor", g.preflight.factor, 1.0, 10.0);
-      g.preflight.max_fill = p.Double("max_fill", g.preflight.max_fill, 0.01, 1.0);
-      p.Finish();
-    }
-    g.thread_num = static_cast<int>(r.Int("thread_num", g.thread_num, 1, 1024));
-    g.host = r.String("host", g.host);
-    g.port = static_cast<int>(r.Int("port", g.port, 0, 65535));
-    g.max_request_mb = r.Int("max_request_mb", g.max_request_mb, 1, 4096);
-    g.keep_alive = ReadDuration(r, "keep_alive", g.keep_alive);
-    g.drain_timeout = ReadDuration(r, "drain_timeout", g.drain_timeout)
-                          .value_or(std::chrono::milliseconds(kMaxTimeoutMs));
-    g.priority_linger = ReadDuration(r, "priority_linger", g.priority_linger)
-                            .value_or(std::chrono::milliseconds(kMaxTimeoutMs));
-    g.log_level = r.String("log_level", g.log_level,
-                           {"trace", "debug", "info", "warn", "error", "critical", "off"});
-    if (auto jobs = r.Map("jobs")) {
-      ParamReader j(*jobs, errors_);
-      g.jobs.max = j.Int("max", g.jobs.max, 1, 1'000'000);
-      g.jobs.ttl = ReadDuration(j, "ttl", g.jobs.ttl).value_or(std::chrono::milliseconds(kMaxTimeoutMs));
-      j.Finish();
-    }
-    if (const json* roots = r.Raw("model_roots")) {
-      if (!roots->is_array()) {
-        r.Error("model_roots", "a list of folders", DescribeFound(*roots));
-      } else {
-        for (size_t i = 0; i < roots->size(); ++i) {
-          const json& root = (*roots)[i];
-          const std::string field = "model_roots[" + std::to_string(i) + "]";
-          std::error_code ec;
-          if (!root.is_string() || root.get<std::string>().empty()) {
-            r.Error(field, "a folder", DescribeFound(root));
-          } else if (fs::path dir = Absolute(root.get<std::string>()); !fs::is_directory(dir, ec)) {
-            r.Error(field, "an existing folder", "\"" + dir.string() + "\"");
-          } else {
-            g.model_roots.push_back(fs::weakly_canonical(dir, ec));
-          }
-        }
-      }
-    }
-    g.watch = ReadDuration(r, "watch", std::nullopt);
-    if (g.watch && g.watch->count() == 0) g.watch.reset();
-    if (r.Has("grpc_port")) g.grpc_port = static_cast<int>(r.Int("grpc_port", 0, 0, 65535));
-    g.api_key = r.String("api_key", g.api_key);
-    g.admin_key = r.String("admin_key", g.admin_key);
-    g.max_connections = static_cast<int>(r.Int("max_connections", g.max_connections, 1, 1 << 20));
-    g.max_in_flight = r.Int("max_in_flight", g.max_in_flight, 0, int64_t{1} << 30);
-    if (const json* origins = r.Raw("cors_origins")) {
-      if (!origins->is_array()) {
-        r.Error("cors_origins", "a list of origins such as \"https://app.example.com\" or \"*\"",
-                DescribeFound(*origins));
-      } else {
-        for (size_t i = 0; i < origins->size(); ++i) {
-          const json& o = (*origins)[i];
-          if (!o.is_string() || o.get<std::string>().empty()) {
-            r.Error("cors_origins[" + std::to_string(i) + "]", "an origin", DescribeFound(o));
-          } else {
-            g.cors_origins.push_back(o.get<std::string>());
-          }
-        }
-      }
-    }
-    r.Finish();
-    return g;
-  }
+  fs::path Absolute(const std::string& text) const { return AbsoluteIn(base_dir_, text); }
 
-  fs::path Absolute(const std::string& text) const {
-    return fs::path(text).is_absolute() ? fs::path(text) : base_dir_ / text;
+  // The dynamic batcher's fields.
+  static void ReadBatching(ParamReader& r, ModelConfig& m) {
+    m.batch_size = static_cast<int>(r.Int("batch_size", m.batch_size, 1, 4096));
+    m.max_batch = static_cast<int>(r.Int("max_batch", std::max(m.batch_size, 1), 1, 4096));
+    m.max_batch_set = r.Has("max_batch");
+    m.dynamic_batch = r.Bool("dynamic_batch", m.dynamic_batch);
+    for (int64_t tier : r.IntList("batch_tiers", 1, 4096)) {
+      m.batch_tiers.push_back(static_cast<int>(tier));
+    }
+    if (r.Has("batch_tiers") && !r.Has("max_batch") && !m.batch_tiers.empty()) {
+      m.max_batch = *std::max_element(m.batch_tiers.begin(), m.batch_tiers.end());
+    }
+    m.preserve_ordering = r.Bool("preserve_ordering", m.preserve_ordering);
+    m.max_queue_delay =
+        std::chrono::milliseconds(r.Int("max_queue_delay_ms", m.max_queue_delay.count(), 0, 60'000));
   }
 
   // One ModelConfig per served version of the entry `p`.
@@ -443,23 +123,11 @@ class Parser {
     ResolveBackend(r, m, versions.empty() ? path_text : versions.front().path_text);
     m.task = r.String("task", "");
     m.device_id = static_cast<int>(r.Int("device_id", global.device, 0, 1023));
-    m.batch_size = static_cast<int>(r.Int("batch_size", m.batch_size, 1, 4096));
-    m.max_batch = static_cast<int>(r.Int("max_batch", std::max(m.batch_size, 1), 1, 4096));
-    m.max_batch_set = r.Has("max_batch");
-    m.dynamic_batch = r.Bool("dynamic_batch", m.dynamic_batch);
-    for (int64_t tier : r.IntList("batch_tiers", 1, 4096)) {
-      m.batch_tiers.push_back(static_cast<int>(tier));
-    }
-    if (r.Has("batch_tiers") && !r.Has("max_batch") && !m.batch_tiers.empty()) {
-      m.max_batch = *std::max_element(m.batch_tiers.begin(), m.batch_tiers.end());
-    }
-    m.preserve_ordering = r.Bool("preserve_ordering", m.preserve_ordering);
-    m.max_queue_delay =
-        std::chrono::milliseconds(r.Int("max_queue_delay_ms", m.max_queue_delay.count(), 0, 60'000));
+    ReadBatching(r, m);
     m.preprocess = r.String("preprocess", "");
-    CheckStage(r, "preprocess", m.preprocess, PreprocessForms());
+    CheckPreprocess(r, m.preprocess);
     m.postprocess = r.String("postprocess", "");
-    CheckStage(r, "postprocess", m.postprocess, PostprocessForms());
+    CheckPostprocess(r, m.postprocess);
     m.timeout = std::chrono::milliseconds(r.Int("timeout_ms", m.timeout.count(), 1, kMaxTimeoutMs));
     m.priority = ReadPriority(r);
     m.thread_num = static_cast<int>(r.Int("thread_num", m.thread_num, 1, 256));
@@ -504,7 +172,7 @@ class Parser {
         CheckPath(r, source.field, v, source.path_text);
       }
       if (!m.backend.empty()) catalog_.ValidateModel(v, errors_);
-      v.fingerprint = Fingerprint(p, v);
+      v.fingerprint = ModelFingerprint(p, v);
       out.push_back(std::move(v));
     }
     return out;
@@ -519,6 +187,34 @@ class Parser {
     std::optional<Params> params;
     bool in_folder = false;  // found in (or named after) a version folder of `path`
   };
+
+  // One item of `versions:`: a number, or a {version, path, params} map; nullopt when it is
+  // neither (reported).
+  std::optional<VersionSource> ReadVersionItem(const Params& p, ParamReader& r, const json& item,
+                                               const std::string& field) {
+    VersionSource v{.field = "path"};
+    if (item.is_number_integer() && item.get<int64_t>() >= 1) {
+      v.version = item.get<int64_t>();
+      return v;
+    }
+    if (!item.is_object()) {
+      r.Error(field, "a version number (1 or more) or a {version, path, params} map",
+              DescribeFound(item));
+      return std::nullopt;
+    }
+    const Params sub = p.Sub(item, r.FieldPath(field));
+    ParamReader vr(sub, errors_);
+    if (!vr.Has("version")) vr.Error("version", "a version number", "nothing");
+    v.version = vr.Int("version", 0, 1, int64_t{1} << 40);
+    v.path_text = vr.String("path", "");
+    if (!v.path_text.empty()) {
+      v.path = Absolute(v.path_text);
+      v.field = field + ".path";
+    }
+    if (auto params = vr.Map("params")) v.params = *params;
+    vr.Finish();
+    return v;
+  }
 
   // The versions an entry serves: `versions:` (numbers, or {version, path, params} maps),
   // else the numeric subfolders of a `path:` folder, else the one `version:` (default 1) of
@@ -545,27 +241,9 @@ class Parser {
       for (size_t i = 0; i < items->size(); ++i) {
         const json& item = (*items)[i];
         const std::string field = "versions[" + std::to_string(i) + "]";
-        VersionSource v{.field = "path"};
-        if (item.is_number_integer() && item.get<int64_t>() >= 1) {
-          v.version = item.get<int64_t>();
-        } else if (item.is_object()) {
-          const Params sub = p.Sub(item, r.FieldPath(field));
-          ParamReader vr(sub, errors_);
-          if (!vr.Has("version")) vr.Error("version", "a version number", "nothing");
-          v.version = vr.Int("version", 0, 1, int64_t{1} << 40);
-          v.path_text = vr.String("path", "");
-          if (!v.path_text.empty()) {
-            v.path = Absolute(v.path_text);
-            v.field = field + ".path";
-          }
-          if (auto params = vr.Map("params")) v.params = *params;
-          vr.Finish();
-        } else {
-          r.Error(field, "a version number (1 or more) or a {version, path, params} map",
-                  DescribeFound(item));
-          continue;
-        }
-        if (v.version < 1) continue;  // reported
+        std::optional<VersionSource> item_source = ReadVersionItem(p, r, item, field);
+        if (!item_source || item_source->version < 1) continue;  // reported
+        VersionSource& v = *item_source;
         if (v.path_text.empty()) {
           if (folder) {
             v.in_folder = true;
@@ -731,24 +409,6 @@ class Parser {
       }
       c.Finish();
     }
-  }
-
-  // The version's load-relevant description: the entry without its routing keys, plus what was
-  // resolved for this version, plus its file's size and modification time.
-  static std::string Fingerprint(const Params& entry, const ModelConfig& v) {
-    json j = entry.value();
-    for (const char* key : {"labels", "canary", "version_policy", "versions"}) j.erase(key);
-    j["=version"] = v.version;
-    j["=path"] = v.path.string();
-    j["=params"] = v.params.value();
-    j["=device"] = v.device_id;
-    j["=keep_alive"] = v.keep_alive ? v.keep_alive->count() : -1;
-    std::error_code ec;
-    if (!v.path.empty() && fs::is_regular_file(v.path, ec)) {
-      j["=size"] = static_cast<int64_t>(fs::file_size(v.path, ec));
-      j["=mtime"] = static_cast<int64_t>(fs::last_write_time(v.path, ec).time_since_epoch().count());
-    }
-    return DumpJson(j);
   }
 
   // queue: {max_size, levels: {<level>: {max_size, timeout_ms}}}. Reads after timeout_ms.

@@ -1,0 +1,258 @@
+#include "config/config_readers.h"
+
+#include <map>
+
+#include "common/json.h"
+#include "common/strings.h"
+#include "config/config_parser.h"
+
+namespace mmserve {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Stage names: the forms the preprocess/postprocess stages understand, matched by hand (a cursor
+// over the text; linear, no backtracking).
+class Cursor {
+ public:
+  explicit Cursor(std::string_view s) : s_(s) {}
+  bool Lit(std::string_view word) {
+    if (s_.substr(0, word.size()) != word) return false;
+    s_.remove_prefix(word.size());
+    return true;
+  }
+  bool Digits(bool nonzero_first) {  // [1-9][0-9]* or [0-9]+
+    size_t n = 0;
+    while (n < s_.size() && s_[n] >= '0' && s_[n] <= '9') ++n;
+    if (n == 0 || (nonzero_first && s_[0] == '0')) return false;
+    s_.remove_prefix(n);
+    return true;
+  }
+  bool Positive() { return Digits(true); }
+  bool Done() const { return s_.empty(); }
+
+ private:
+  std::string_view s_;
+};
+
+struct StageForm {
+  const char* name;
+  bool (*matches)(Cursor);
+};
+
+void CheckStage(ParamReader& r, const std::string& key, const std::string& value,
+                const std::vector<StageForm>& forms) {
+  if (value.empty()) return;
+  std::vector<std::string> names;
+  for (const auto& form : forms) {
+    if (form.matches(Cursor(value))) return;
+    names.push_back(form.name);
+  }
+  r.Error(key, "one of " + Join(names, ", "), "\"" + Abbreviate(value) + "\"");
+}
+
+const std::vector<StageForm>& PreprocessForms() {
+  static const std::vector<StageForm> kForms = {
+      {"none", [](Cursor c) { return c.Lit("none") && c.Done(); }},
+      {"resize_<N>", [](Cursor c) { return c.Lit("resize_") && c.Positive() && c.Done(); }},
+      {"resize_<W>x<H>",
+       [](Cursor c) {
+         return c.Lit("resize_") && c.Positive() && c.Lit("x") && c.Positive() && c.Done();
+       }},
+      {"resize_<N>_center_crop[_<C>]",
+       [](Cursor c) {
+         if (!(c.Lit("resize_") && c.Positive() && c.Lit("_center_crop"))) return false;
+         return c.Done() || (c.Lit("_") && c.Positive() && c.Done());
+       }},
+      {"letterbox_<N>", [](Cursor c) { return c.Lit("letterbox_") && c.Positive() && c.Done(); }},
+  };
+  return kForms;
+}
+
+const std::vector<StageForm>& PostprocessForms() {
+  static const std::vector<StageForm> kForms = {
+      {"none", [](Cursor c) { return c.Lit("none") && c.Done(); }},
+      {"softmax", [](Cursor c) { return c.Lit("softmax") && c.Done(); }},
+      {"sigmoid", [](Cursor c) { return c.Lit("sigmoid") && c.Done(); }},
+      {"argmax", [](Cursor c) { return c.Lit("argmax") && c.Done(); }},
+      {"topk_<K>", [](Cursor c) { return c.Lit("topk_") && c.Positive() && c.Done(); }},
+      {"nms_threshold_<0..1>",
+       [](Cursor c) {
+         if (!c.Lit("nms_threshold_")) return false;
+         if (c.Lit("1")) {  // 1, 1., 1.000
+           if (c.Done()) return true;
+           if (!c.Lit(".")) return false;
+           while (c.Lit("0")) {
+           }
+           return c.Done();
+         }
+         c.Lit("0");  // 0.45 or .45
+         return c.Lit(".") && c.Digits(false) && c.Done();
+       }},
+  };
+  return kForms;
+}
+
+}  // namespace
+
+void CheckPreprocess(ParamReader& r, const std::string& value) {
+  CheckStage(r, "preprocess", value, PreprocessForms());
+}
+
+void CheckPostprocess(ParamReader& r, const std::string& value) {
+  CheckStage(r, "postprocess", value, PostprocessForms());
+}
+
+fs::path AbsoluteIn(const fs::path& base_dir, const std::string& text) {
+  return fs::path(text).is_absolute() ? fs::path(text) : base_dir / text;
+}
+
+std::string JoinInts(const std::vector<int>& values) {
+  std::vector<std::string> parts;
+  for (int v : values) parts.push_back(std::to_string(v));
+  return Join(parts, ", ");
+}
+
+std::optional<std::chrono::milliseconds> ReadDuration(
+    ParamReader& r, const std::string& key,
+    std::optional<std::chrono::milliseconds> fallback) {
+  const json* v = r.Raw(key);
+  if (!v) return fallback;
+  std::optional<std::optional<std::chrono::milliseconds>> parsed;
+  if (v->is_number_integer()) {
+    parsed = ParseDuration(std::to_string(v->get<int64_t>()));
+  } else if (v->is_string()) {
+    parsed = ParseDuration(v->get<std::string>());
+  }
+  if (!parsed) {
+    r.Error(key,
+            "a duration (seconds, or \"500ms\", \"30s\", \"5m\", \"1h\"; at most 100 years; "
+            "-1 = forever)",
+            DescribeFound(*v));
+    return fallback;
+  }
+  return *parsed;
+}
+
+int ReadPriority(ParamReader& r) {
+  const json* v = r.Raw("priority");
+  if (!v) return kDefaultPriority;
+  if (v->is_string()) {
+    static const std::map<std::string, int> kNames = {{"high", 1}, {"normal", 2}, {"low", 3}};
+    if (auto it = kNames.find(v->get<std::string>()); it != kNames.end()) return it->second;
+  } else if (v->is_number_integer() && v->get<int64_t>() >= 1 &&
+             v->get<int64_t>() <= kMaxPriorityLevel) {
+    return static_cast<int>(v->get<int64_t>());
+  }
+  r.Error("priority",
+          "high, normal, low or a level in 1.." + std::to_string(kMaxPriorityLevel) +
+              " (1 is highest)",
+          DescribeFound(*v));
+  return kDefaultPriority;
+}
+
+// Model and label names: letters, digits, '_', '-' or '.', and not "." or ".." (a name becomes a
+// URL segment and may become a file name).
+bool IsValidName(std::string_view name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-' || c == '.';
+  });
+}
+
+
+// The version's load-relevant description: the entry without its routing keys, plus what was
+// resolved for this version, plus its file's size and modification time.
+std::string ModelFingerprint(const Params& entry, const ModelConfig& v) {
+  json j = entry.value();
+  for (const char* key : {"labels", "canary", "version_policy", "versions"}) j.erase(key);
+  j["=version"] = v.version;
+  j["=path"] = v.path.string();
+  j["=params"] = v.params.value();
+  j["=device"] = v.device_id;
+  j["=keep_alive"] = v.keep_alive ? v.keep_alive->count() : -1;
+  std::error_code ec;
+  if (!v.path.empty() && fs::is_regular_file(v.path, ec)) {
+    j["=size"] = static_cast<int64_t>(fs::file_size(v.path, ec));
+    j["=mtime"] = static_cast<int64_t>(fs::last_write_time(v.path, ec).time_since_epoch().count());
+  }
+  return DumpJson(j);
+}
+
+GlobalConfig ReadGlobal(const Params& p, const fs::path& base_dir, ConfigErrors& errors) {
+  ParamReader r(p, errors);
+  GlobalConfig g;
+  g.device = static_cast<int>(r.Int("device", g.device, 0, 1023));
+  g.memory_pool_mb = r.Int("memory_pool", g.memory_pool_mb, 0, int64_t{1} << 30);
+  g.memory_headroom = r.Double("memory_headroom", g.memory_headroom, 0.01, 1.0);
+  if (auto preflight = r.Map("preflight")) {
+    ParamReader p(*preflight, errors);
+    g.preflight.factor = p.Double("factor", g.preflight.factor, 1.0, 10.0);
+    g.preflight.max_fill = p.Double("max_fill", g.preflight.max_fill, 0.01, 1.0);
+    p.Finish();
+  }
+  g.thread_num = static_cast<int>(r.Int("thread_num", g.thread_num, 1, 1024));
+  g.host = r.String("host", g.host);
+  g.port = static_cast<int>(r.Int("port", g.port, 0, 65535));
+  g.max_request_mb = r.Int("max_request_mb", g.max_request_mb, 1, 4096);
+  g.keep_alive = ReadDuration(r, "keep_alive", g.keep_alive);
+  g.drain_timeout = ReadDuration(r, "drain_timeout", g.drain_timeout)
+                        .value_or(std::chrono::milliseconds(kMaxTimeoutMs));
+  g.priority_linger = ReadDuration(r, "priority_linger", g.priority_linger)
+                          .value_or(std::chrono::milliseconds(kMaxTimeoutMs));
+  g.log_level = r.String("log_level", g.log_level,
+                         {"trace", "debug", "info", "warn", "error", "critical", "off"});
+  if (auto jobs = r.Map("jobs")) {
+    ParamReader j(*jobs, errors);
+    g.jobs.max = j.Int("max", g.jobs.max, 1, 1'000'000);
+    g.jobs.ttl = ReadDuration(j, "ttl", g.jobs.ttl).value_or(std::chrono::milliseconds(kMaxTimeoutMs));
+    j.Finish();
+  }
+  if (const json* roots = r.Raw("model_roots")) {
+    if (!roots->is_array()) {
+      r.Error("model_roots", "a list of folders", DescribeFound(*roots));
+    } else {
+      for (size_t i = 0; i < roots->size(); ++i) {
+        const json& root = (*roots)[i];
+        const std::string field = "model_roots[" + std::to_string(i) + "]";
+        std::error_code ec;
+        if (!root.is_string() || root.get<std::string>().empty()) {
+          r.Error(field, "a folder", DescribeFound(root));
+        } else if (fs::path dir = AbsoluteIn(base_dir, root.get<std::string>()); !fs::is_directory(dir, ec)) {
+          r.Error(field, "an existing folder", "\"" + dir.string() + "\"");
+        } else {
+          g.model_roots.push_back(fs::weakly_canonical(dir, ec));
+        }
+      }
+    }
+  }
+  g.watch = ReadDuration(r, "watch", std::nullopt);
+  if (g.watch && g.watch->count() == 0) g.watch.reset();
+  if (r.Has("grpc_port")) g.grpc_port = static_cast<int>(r.Int("grpc_port", 0, 0, 65535));
+  g.api_key = r.String("api_key", g.api_key);
+  g.admin_key = r.String("admin_key", g.admin_key);
+  g.max_connections = static_cast<int>(r.Int("max_connections", g.max_connections, 1, 1 << 20));
+  g.max_in_flight = r.Int("max_in_flight", g.max_in_flight, 0, int64_t{1} << 30);
+  if (const json* origins = r.Raw("cors_origins")) {
+    if (!origins->is_array()) {
+      r.Error("cors_origins", "a list of origins such as \"https://app.example.com\" or \"*\"",
+              DescribeFound(*origins));
+    } else {
+      for (size_t i = 0; i < origins->size(); ++i) {
+        const json& o = (*origins)[i];
+        if (!o.is_string() || o.get<std::string>().empty()) {
+          r.Error("cors_origins[" + std::to_string(i) + "]", "an origin", DescribeFound(o));
+        } else {
+          g.cors_origins.push_back(o.get<std::string>());
+        }
+      }
+    }
+  }
+  r.Finish();
+  return g;
+}
+
+}  // namespace mmserve

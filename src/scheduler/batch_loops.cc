@@ -1,0 +1,191 @@
+// The workers' execution loops: a batch-style worker takes up to max_batch requests (after
+// waiting up to max_queue_delay for more), executes them as one batch and answers each; a
+// continuous worker admits requests into its instance's free slots and steps every admitted
+// sequence at once (a generator's token step). Both give way to more important models at the
+// PriorityGate and restart an instance the watchdog aborted.
+#include "scheduler/model_scheduler.h"
+#include "scheduler/model_scheduler_internal.h"
+
+namespace mmserve {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// A worker idle this long parks its instance (Instance::Park).
+constexpr auto kParkAfter = 200ms;
+
+}  // namespace
+
+template <typename Pred>
+bool ModelScheduler::WaitForWork(std::unique_lock<std::mutex>& lock, std::stop_token stop,
+                                 Instance& instance, Pred has_work) {
+  if (!cv_.wait_for(lock, stop, kParkAfter, has_work)) {
+    if (stop.stop_requested()) return false;
+    lock.unlock();
+    instance.Park();
+    lock.lock();
+    cv_.wait(lock, stop, has_work);
+  }
+  return !stop.stop_requested();
+}
+
+void ModelScheduler::BatchLoop(std::stop_token stop, int index,
+                               std::unique_ptr<Instance> instance) {
+  const size_t max_batch = static_cast<size_t>(options_.max_batch);
+  Running& running = running_[static_cast<size_t>(index)];
+  std::unique_lock lock(mu_);
+  while (instance) {
+    if (!WaitForWork(lock, stop, *instance, [&] { return queued_ > 0; })) return;
+    if (MustGiveWay()) {
+      lock.unlock();
+      instance->Park();
+      GiveWay(index, stop);  // the requests stay queued (and batch up) meanwhile
+      lock.lock();
+      continue;
+    }
+    if (options_.max_queue_delay.count() > 0 && static_cast<size_t>(queued_) < max_batch) {
+      Clock::time_point oldest = Clock::time_point::max();
+      for (const auto& q : queues_) {
+        if (!q.empty()) oldest = std::min(oldest, q.front()->ledger.enqueued);
+      }
+      cv_.wait_until(lock, stop, oldest + options_.max_queue_delay,
+                     [&] { return static_cast<size_t>(queued_) >= max_batch; });
+      if (stop.stop_requested()) return;
+      if (queued_ == 0) continue;  // another worker took them
+    }
+    std::vector<std::pair<std::unique_ptr<Pending>, Status>> dead;
+    auto batch = TakeRequests(max_batch, dead);
+    const auto start = Clock::now();
+    running = Running{.active = true, .start = start, .deadline = Clock::time_point::min()};
+    for (auto& p : batch) {
+      p->ledger.started = start;
+      running.deadline = std::max(running.deadline, p->deadline);
+      running.pendings.push_back(p.get());
+    }
+    std::vector<BatchItem> items;
+    items.reserve(batch.size());
+    for (const auto& p : batch) items.push_back({p->request.get()});
+    Execution execution{.items = BatchView(items), .tier = TierFor(batch.size())};
+    running.execution = &execution;
+    running.batch = static_cast<int>(batch.size());
+    running.instance = instance.get();
+    if (batch.empty()) running.active = false;
+    executing_ += static_cast<int64_t>(batch.size());
+    lock.unlock();
+
+    for (auto& [p, s] : dead) Finish(p->ledger, std::move(p->done), std::move(s));
+    if (batch.empty()) {
+      lock.lock();
+      continue;
+    }
+    Status status = instance->Execute(execution);
+    const auto end = Clock::now();
+
+    // Take back the callbacks the watchdog has not already answered.
+    std::vector<InferCallback> dones(batch.size());
+    lock.lock();
+    const bool reported = running.reported;
+    for (size_t i = 0; i < batch.size(); ++i) dones[i] = std::move(batch[i]->done);
+    running = Running{};
+    executing_ -= static_cast<int64_t>(batch.size());
+    lock.unlock();
+
+    CountExecution(execution, end - start);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!dones[i]) continue;
+      Finish(batch[i]->ledger, std::move(dones[i]),
+             status.ok() ? std::move(items[i].result) : Result<InferResponse>(status));
+    }
+    batch.clear();  // destroys the requests before the lock is taken again
+    if (reported && instance->Abort()) instance = Restart(index, std::move(instance));
+    lock.lock();
+  }
+}
+
+void ModelScheduler::OnContinuousDone(int worker, Pending* p, Result<InferResponse> result) {
+  std::unique_ptr<Pending> owned;
+  {
+    std::lock_guard lock(mu_);
+    auto& active = active_[static_cast<size_t>(worker)];
+    auto it = active.find(p);
+    if (it == active.end()) return;  // the watchdog answered it already
+    owned = std::move(it->second);
+    active.erase(it);
+    --executing_;
+  }
+  {
+    std::lock_guard lock(stats_mu_);
+    ++stats_.inference_count;
+  }
+  Finish(owned->ledger, std::move(owned->done), std::move(result));
+  cv_.notify_all();  // a slot is free
+}
+
+void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
+                                    std::unique_ptr<Instance> base) {
+  auto* instance = static_cast<ContinuousInstance*>(base.get());
+  Running& running = running_[static_cast<size_t>(index)];
+  auto& active = active_[static_cast<size_t>(index)];
+  while (instance) {
+    std::vector<std::pair<std::unique_ptr<Pending>, Status>> dead;
+    std::vector<std::unique_ptr<InferRequest>> admitted;
+    int sequences = 0;
+    {
+      std::unique_lock lock(mu_);
+      if (!WaitForWork(lock, stop, *instance, [&] {
+            return !instance->idle() || (queued_ > 0 && instance->free_slots() > 0);
+          })) {
+        break;
+      }
+      auto taken =
+          TakeRequests(static_cast<size_t>(std::max(0, instance->free_slots())), dead);
+      const auto now = Clock::now();
+      for (auto& p : taken) {
+        p->ledger.started = now;
+        auto request = std::move(p->request);
+        // The instance completes the request through this; the Pending stays here.
+        request->done = [this, index, raw = p.get()](Result<InferResponse> result) {
+          OnContinuousDone(index, raw, std::move(result));
+        };
+        admitted.push_back(std::move(request));
+        active.emplace(p.get(), std::move(p));
+        ++executing_;
+      }
+      running = Running{.active = true, .start = now, .deadline = Clock::time_point::min()};
+      for (const auto& [raw, p] : active) running.deadline = std::max(running.deadline, p->deadline);
+      running.batch = static_cast<int>(active.size());
+      running.instance = instance;
+      sequences = running.batch;
+    }
+    for (auto& [p, s] : dead) Finish(p->ledger, std::move(p->done), std::move(s));
+    for (auto& r : admitted) instance->Admit(std::move(r));
+    if (!instance->idle() && MustGiveWay()) {
+      instance->Park();
+      GiveWay(index, stop);
+    }
+    if (!instance->idle()) {
+      const auto start = Clock::now();
+      instance->Step();
+      std::lock_guard stats_lock(stats_mu_);
+      ++stats_.execution_count;
+      BatchStats& b = stats_.batches[sequences];
+      ++b.executions;
+      b.compute_ns += Nanos(Clock::now() - start);
+    }
+    bool reported;
+    {
+      std::lock_guard lock(mu_);
+      reported = running.reported;
+      running = Running{};
+    }
+    if (reported && instance->Abort()) {
+      instance->CancelAll(Unavailable("the instance was aborted by the watchdog"));
+      base = Restart(index, std::move(base));
+      instance = static_cast<ContinuousInstance*>(base.get());
+    }
+  }
+  if (instance) instance->CancelAll(Unavailable("model '" + options_.model + "' was unloaded"));
+}
+
+}  // namespace mmserve

@@ -1,0 +1,50 @@
+// The request records ModelScheduler's parts share: model_scheduler.cc (queues, admission,
+// answers, the watchdog) and batch_loops.cc (the workers' execution loops). Internal to
+// scheduler/.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "scheduler/model_scheduler.h"
+
+namespace mmserve {
+
+inline int64_t Nanos(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
+// What Finish() needs of a request: copied out under mu_ by whoever answers for another thread
+// (the watchdog), since the owner may free the Pending as soon as the lock is released.
+struct ModelScheduler::Ledger {
+  uint64_t seq = 0;
+  CircuitBreaker::Ticket ticket;
+  Clock::time_point enqueued;
+  Clock::time_point started;  // execution start; epoch while queued
+};
+
+// A request from Enqueue() to Finish().
+struct ModelScheduler::Pending {
+  std::unique_ptr<InferRequest> request;  // moved into a continuous instance when admitted
+  InferCallback done;                     // taken exactly once, under mu_ once executing
+  Ledger ledger;
+  int level = kDefaultPriority;
+  Clock::time_point deadline;
+};
+
+// What a worker is executing now, for the watchdog.
+struct ModelScheduler::Running {
+  bool active = false;
+  bool reported = false;
+  Clock::time_point start;
+  Clock::time_point deadline;          // the latest deadline of the requests it serves
+  std::vector<Pending*> pendings;      // batch style; continuous: see active_
+  const Execution* execution = nullptr;  // batch style: its stage
+  int batch = 0;
+  Instance* instance = nullptr;
+  bool paused = false;               // giving way at the PriorityGate now
+  Clock::duration paused_for{0};     // summed; the watchdog adds it to the deadline
+};
+
+}  // namespace mmserve

@@ -1,0 +1,497 @@
+#include "server/http/http_connection.h"
+
+#include <sys/socket.h>
+
+#include <array>
+#include <cerrno>
+#include <deque>
+#include <string_view>
+
+#include "common/logging.h"
+
+namespace mmserve {
+namespace {
+
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using TcpStream = beast::basic_stream<tcp, Strand>;
+using Timer = net::steady_timer::rebind_executor<Strand>::other;
+
+// Reading a request, a connection is closed when it
+//  - sends no byte of its next request for kIdleTimeout (keep-alive),
+//  - has begun a header but not completed it within kHeaderTimeout (slowloris),
+//  - has not completed the body within kIdleTimeout of its header.
+// A connection over global.max_connections gets kRefusedTimeout for all of these. The deadlines
+// are checked by a timer that ticks every kTick while a request is being read, so a header's
+// deadline falls between kHeaderTimeout and kHeaderTimeout + kTick after its first byte.
+constexpr auto kIdleTimeout = std::chrono::seconds(60);
+constexpr auto kHeaderTimeout = std::chrono::seconds(10);
+constexpr auto kRefusedTimeout = std::chrono::seconds(2);
+constexpr auto kTick = std::chrono::seconds(5);
+// The interim answer that asks for an expected body, and that probes a half-closed connection.
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+// Read in pieces this large: a typical request in one recvmsg rather than 512-byte bites.
+constexpr size_t kReadBufferBytes = 16 * 1024;
+// After refusing a request (413, malformed), read and discard at most this much of what the
+// client is still sending before closing, so that it can read the refusal instead of a reset.
+constexpr size_t kMaxDrainBytes = 256u << 20;
+constexpr auto kDrainTimeout = std::chrono::seconds(10);
+
+// Liveness and readiness probes are answered whatever the load: an orchestrator that cannot
+// reach them restarts a server that is merely busy.
+bool IsHealthProbe(const http::request<http::string_body>& req) {
+  const auto target = req.target();
+  return req.method() == http::verb::get && target.starts_with("/v2/health/");
+}
+
+// 503 (with Retry-After): the server is at a limit; the client should come back shortly.
+HttpResponse Overloaded(const std::string& why) {
+  return ErrorResponse(Unavailable(why), 11, false);
+}
+
+// One client connection: read a request, hand it to the router, write its response, repeat.
+// All of its handlers run on its strand.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  // `refuse`: the server has too many connections; this one answers its first request 503.
+  Connection(Socket socket, FrontendShared& shared, bool refuse)
+      : stream_(std::move(socket)),
+        idle_timer_(stream_.get_executor()),
+        shared_(shared),
+        refuse_(refuse) {
+    ++shared_.connections;
+    buffer_.reserve(kReadBufferBytes);
+  }
+  ~Connection() { --shared_.connections; }
+
+  void Start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+  }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->body_limit(shared_.max_body_bytes);
+    awaiting_request_ = true;
+    phase_ = ReadPhase::kIdle;
+    phase_started_ = std::chrono::steady_clock::now();
+    ArmReadTimer();
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              self->OnHeader(ec);
+                            });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec || parser_->is_done()) return OnRead(ec);
+    const auto& req = parser_->get();
+    auto expect = req.find(http::field::expect);
+    if (expect != req.end() && req.version() >= 11 &&
+        beast::iequals(expect->value(), "100-continue")) {
+      // The client waits for this before it sends the body (a body over the limit was already
+      // refused with the header: Content-Length is checked against body_limit there).
+      net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                       [self = shared_from_this()](beast::error_code ec, size_t) {
+                         if (ec) return self->Close();
+                         self->ReadBody();
+                       });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    phase_ = ReadPhase::kBody;
+    phase_started_ = std::chrono::steady_clock::now();
+    // Usually the body came with the header: parse it here instead of through another
+    // asynchronous operation (whose completion would be posted).
+    parser_->eager(true);
+    while (!parser_->is_done() && buffer_.size() > 0) {
+      beast::error_code ec;
+      const size_t n = parser_->put(buffer_.data(), ec);
+      buffer_.consume(n);
+      if (ec == http::error::need_more) break;
+      if (ec) return OnRead(ec);
+      if (n == 0) break;
+    }
+    if (parser_->is_done()) return OnRead({});
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->OnRead(ec);
+                     });
+  }
+
+  // The read deadlines (see kIdleTimeout), checked every kTick while a request is read. The
+  // timer is armed at most once: a request read in time costs no timer operation.
+  void ArmReadTimer() {
+    if (read_timer_armed_) return;
+    read_timer_armed_ = true;
+    idle_timer_.expires_after(kTick);
+    idle_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      self->read_timer_armed_ = false;
+      if (ec || !self->awaiting_request_) return;  // cancelled, or busy with a request
+      self->CheckReadDeadline();
+    });
+  }
+
+  void CheckReadDeadline() {
+    const auto now = std::chrono::steady_clock::now();
+    if (phase_ == ReadPhase::kIdle && (buffer_.size() > 0 || parser_->got_some())) {
+      phase_ = ReadPhase::kHeader;  // its first byte came since the last tick
+      phase_started_ = now;
+    }
+    std::chrono::seconds limit = phase_ == ReadPhase::kHeader ? kHeaderTimeout : kIdleTimeout;
+    if (refuse_) limit = std::min(limit, kRefusedTimeout);
+    if (now - phase_started_ >= limit) return Close();
+    ArmReadTimer();
+  }
+
+  void OnRead(beast::error_code ec) {
+    awaiting_request_ = false;
+    if (ec == http::error::end_of_stream || ec == net::error::operation_aborted ||
+        ec == beast::error::timeout || ec == net::error::connection_reset) {
+      return Close();
+    }
+    shared_.in_progress.Begin();
+    const int64_t handling = ++shared_.handling;
+    if (ec == http::error::body_limit) {
+      return Write(ErrorResponse(
+                       ResourceExhausted("request body exceeds the limit of " +
+                                         std::to_string(shared_.max_body_bytes) +
+                                         " bytes (global.max_request_mb)"),
+                       11, false),
+                   http::status::payload_too_large);
+    }
+    if (ec) {
+      return Write(ErrorResponse(
+          InvalidArgument("malformed HTTP request: " + ec.message()), 11, false));
+    }
+    origin_.clear();
+    if (auto it = parser_->get().find(http::field::origin); it != parser_->get().end()) {
+      origin_ = std::string(it->value());
+    }
+    const bool probe = IsHealthProbe(parser_->get());
+    if (refuse_ && !probe) {
+      shared_.refused_connections++;
+      return Write(Overloaded("too many connections (global.max_connections is " +
+                              std::to_string(shared_.max_connections) + ")"));
+    }
+    if (shared_.max_in_flight > 0 && handling > shared_.max_in_flight && !probe) {
+      shared_.refused_requests++;
+      HttpResponse res = Overloaded("too many requests in progress (global.max_in_flight is " +
+                                    std::to_string(shared_.max_in_flight) + ")");
+      res.keep_alive(parser_->get().keep_alive());
+      return Write(std::move(res));
+    }
+    if (parser_->get().method() == http::verb::options &&
+        parser_->get().find(http::field::access_control_request_method) != parser_->get().end()) {
+      return Preflight();
+    }
+    auto self = shared_from_this();
+    const uint64_t request = ++requests_;
+    request_version_ = parser_->get().version();
+    try {
+      shared_.router.Handle(
+          parser_->release(),
+          [self](HttpResponse res) {
+            net::dispatch(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
+              if (!self->poisoned_) self->Write(std::move(res));
+            });
+          },
+          HttpConnection{
+              .dispatch =
+                  [self](std::function<void()> task) {
+                    net::dispatch(self->stream_.get_executor(), std::move(task));
+                  },
+              .open_stream = [self]() -> std::shared_ptr<HttpStream> {
+                return std::make_shared<Stream>(self);
+              },
+              .client_gone = [self] { return self->broken_.load(); }});
+    } catch (const std::exception& e) {
+      // The last line of defence (the causes are fixed where they arise): answer 500 and close,
+      // and drop any answer the request still produces, so that none arrives out of turn.
+      spdlog::error("http: unexpected exception handling a request: {}", e.what());
+      if (responded_ != request) {
+        HttpResponse res = ErrorResponse(
+            Internal(std::string("unexpected error: ") + e.what()), request_version_, false);
+        Write(std::move(res));
+      }
+      poisoned_ = true;
+      return;
+    }
+    // An answer already on its way (an inline execution) has no client to watch for.
+    if (responded_ != request) WatchForHangUp(request);
+  }
+
+  // A CORS preflight: 204 with what an allowed origin may send, else 403.
+  void Preflight() {
+    const auto& req = parser_->get();
+    const std::string allowed = shared_.AllowedOrigin(origin_);
+    if (allowed.empty()) {
+      HttpResponse res = ErrorResponse(
+          PermissionDenied("origin '" + origin_ + "' is not allowed (global.cors_origins)"),
+          req.version(), req.keep_alive());
+      return Write(std::move(res));
+    }
+    HttpResponse res(http::status::no_content, req.version());
+    res.keep_alive(req.keep_alive());
+    res.set(http::field::access_control_allow_methods, "GET, POST, DELETE, OPTIONS");
+    if (auto it = req.find(http::field::access_control_request_headers); it != req.end()) {
+      res.set(http::field::access_control_allow_headers, it->value());
+    }
+    res.set(http::field::access_control_max_age, "600");
+    res.prepare_payload();
+    Write(std::move(res));
+  }
+
+  void AddCorsHeaders(http::fields& fields) const {
+    const std::string allowed = shared_.AllowedOrigin(origin_);
+    if (allowed.empty()) return;
+    fields.set(http::field::access_control_allow_origin, allowed);
+    if (allowed != "*") fields.set(http::field::vary, "Origin");
+    fields.set(http::field::access_control_expose_headers,
+               "Inference-Header-Content-Length, Retry-After, Location");
+  }
+
+  // While request `request` is pending, notices the client closing the connection and marks it
+  // broken, so that its work can be cancelled. A pipelined next request makes the socket
+  // readable too; that is not a hang-up. Nor is a half-close (shutdown(SHUT_WR) after the
+  // request: the client still reads): both look alike from here, an end of stream, so on
+  // HTTP/1.1 the end of stream is answered with an interim "100 Continue", which every
+  // HTTP/1.1 client must accept before a final response. A client still reading takes it; a
+  // closed socket answers it with a reset, and only that marks the request abandoned.
+  void WatchForHangUp(uint64_t request) {
+    stream_.socket().async_wait(
+        tcp::socket::wait_read, [self = shared_from_this(), request](beast::error_code ec) {
+          if (ec || request != self->requests_ || self->responded_ == request) return;
+          char byte;
+          const int fd = self->stream_.socket().native_handle();
+          const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n > 0) return;  // a pipelined request: the client is there
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+          if (n < 0) {
+            self->broken_ = true;  // reset
+            return;
+          }
+          if (self->buffer_.size() > 0) return;  // pipelined requests read ahead: still there
+          if (self->request_version_ < 11) return;  // no interim answers in HTTP/1.0
+          // Written directly: nothing else is being written (the answer has not started), and
+          // the socket's send buffer is empty, so the 25 bytes go at once and in order.
+          if (::send(fd, kContinue.data(), kContinue.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+            self->broken_ = true;
+            return;
+          }
+          self->stream_.socket().async_wait(
+              tcp::socket::wait_error, [self, request](beast::error_code ec) {
+                if (ec || request != self->requests_ || self->responded_ == request) return;
+                int error = 0;
+                socklen_t len = sizeof error;
+                ::getsockopt(self->stream_.socket().native_handle(), SOL_SOCKET, SO_ERROR, &error,
+                             &len);
+                if (error != 0) self->broken_ = true;
+              });
+        });
+  }
+
+  // The chunked-response side of a connection (server-sent events). Every method runs on the
+  // connection's strand; chunks are written one at a time, in order.
+  class Stream final : public HttpStream {
+   public:
+    explicit Stream(std::shared_ptr<Connection> c) : c_(std::move(c)) {}
+    void Start(HttpResponse headers) override { c_->StreamStart(std::move(headers)); }
+    void Send(std::string chunk) override { c_->StreamSend(std::move(chunk)); }
+    void End() override { c_->StreamEnd(); }
+    bool broken() const override { return c_->broken_.load(); }
+
+   private:
+    std::shared_ptr<Connection> c_;
+  };
+
+  void StreamStart(HttpResponse headers) {
+    responded_ = requests_;
+    if (shared_.draining) headers.keep_alive(false);
+    stream_keep_alive_ = headers.keep_alive();
+    header_.emplace(headers.result(), headers.version());
+    for (const auto& field : headers) header_->set(field.name_string(), field.value());
+    AddCorsHeaders(header_->base());
+    // HTTP/1.0 has no chunked encoding: the body is the events as they come, ended by closing.
+    stream_chunked_ = header_->version() >= 11;
+    if (!stream_chunked_) stream_keep_alive_ = false;
+    header_->keep_alive(stream_keep_alive_);
+    header_->chunked(stream_chunked_);
+    serializer_.emplace(*header_);
+    writing_ = true;
+    http::async_write_header(stream_, *serializer_,
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                               self->writing_ = false;
+                               if (ec) self->broken_ = true;
+                               self->Pump();
+                             });
+  }
+
+  void StreamSend(std::string chunk) {
+    if (!broken_) out_.push_back(std::move(chunk));
+    Pump();
+  }
+
+  void StreamEnd() {
+    --shared_.handling;  // the answer is complete; only its last chunk is left to write
+    ending_ = true;
+    Pump();
+  }
+
+  void Pump() {
+    if (writing_) return;
+    auto self = shared_from_this();
+    if (broken_) {
+      out_.clear();
+      if (ending_) EndStream(true);
+      return;
+    }
+    if (!out_.empty()) {
+      auto data = std::make_shared<std::string>(std::move(out_.front()));
+      out_.pop_front();
+      writing_ = true;
+      auto written = [self, data](beast::error_code ec, size_t) {
+        self->writing_ = false;
+        if (ec) self->broken_ = true;
+        self->Pump();
+      };
+      if (stream_chunked_) {
+        net::async_write(stream_, http::make_chunk(net::buffer(*data)), std::move(written));
+      } else {
+        net::async_write(stream_, net::buffer(*data), std::move(written));
+      }
+      return;
+    }
+    if (ending_ && !stream_chunked_) return EndStream(false);
+    if (ending_) {
+      writing_ = true;
+      net::async_write(stream_, http::make_chunk_last(), [self](beast::error_code ec, size_t) {
+        self->writing_ = false;
+        self->EndStream(static_cast<bool>(ec));
+      });
+    }
+  }
+
+  void EndStream(bool failed) {
+    ending_ = false;
+    header_.reset();
+    serializer_.reset();
+    shared_.in_progress.End();
+    if (failed || !stream_keep_alive_) return Close();
+    Read();
+  }
+
+  void Write(HttpResponse res, std::optional<http::status> status = std::nullopt) {
+    --shared_.handling;
+    responded_ = requests_;
+    if (status) res.result(*status);
+    if (shared_.draining || refuse_) res.keep_alive(false);
+    AddCorsHeaders(res.base());
+    // One answer is written at a time per connection: it and its header text live here until
+    // the write completes.
+    answer_ = std::move(res);
+    WriteHeader(answer_, answer_header_);
+    const std::array<net::const_buffer, 2> buffers{net::buffer(answer_header_),
+                                                   net::buffer(answer_.body())};
+    net::async_write(stream_, buffers, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->shared_.in_progress.End();
+      if (ec) return self->Close();
+      if (!self->answer_.keep_alive()) return self->Drain();
+      self->Read();
+    });
+  }
+
+  // The status line and the fields of `res` as HTTP/1.x text, ending with the empty line. Every
+  // answer written here carries its Content-Length (streams are written by Stream), so its
+  // header is only that: Beast's serializer, made for chunked and streamed bodies too, cost as
+  // much CPU as the rest of the write.
+  static void WriteHeader(const HttpResponse& res, std::string& out) {
+    out.clear();
+    out += "HTTP/";
+    out += static_cast<char>('0' + res.version() / 10);
+    out += '.';
+    out += static_cast<char>('0' + res.version() % 10);
+    out += ' ';
+    out += std::to_string(res.result_int());
+    out += ' ';
+    const auto reason = res.reason();
+    out.append(reason.data(), reason.size());
+    out += "\r\n";
+    for (const auto& field : res.base()) {
+      const auto name = field.name_string();
+      const auto value = field.value();
+      out.append(name.data(), name.size());
+      out += ": ";
+      out.append(value.data(), value.size());
+      out += "\r\n";
+    }
+    out += "\r\n";
+  }
+
+  // Half-closes and discards what the client still sends (bounded), then closes.
+  void Drain() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(kDrainTimeout);
+    drained_ = 0;
+    DrainSome();
+  }
+
+  void DrainSome() {
+    discard_.resize(64 * 1024);
+    stream_.async_read_some(net::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > kMaxDrainBytes) return self->Close();
+                              self->DrainSome();
+                            });
+  }
+
+  void Close() {
+    awaiting_request_ = false;
+    idle_timer_.cancel();
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+  TcpStream stream_;
+  Timer idle_timer_;  // strand only, like the members below
+  enum class ReadPhase { kIdle, kHeader, kBody };
+  ReadPhase phase_ = ReadPhase::kIdle;
+  std::chrono::steady_clock::time_point phase_started_;
+  bool read_timer_armed_ = false;
+  bool awaiting_request_ = false;  // reading the next request (the idle timeout applies)
+  FrontendShared& shared_;  // not owned; outlives every connection (the I/O threads are joined first)
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::vector<char> discard_;
+  size_t drained_ = 0;
+  // Streaming (server-sent events) state; strand only, except broken_.
+  HttpResponse answer_;          // being written by Write
+  std::string answer_header_;   // its header text
+  std::optional<http::response<http::empty_body>> header_;
+  std::optional<http::response_serializer<http::empty_body>> serializer_;
+  std::deque<std::string> out_;
+  bool writing_ = false;
+  bool ending_ = false;
+  bool stream_keep_alive_ = false;
+  bool stream_chunked_ = true;
+  std::atomic<bool> broken_{false};
+  bool poisoned_ = false;  // a handler threw: later answers are dropped (strand only)
+  const bool refuse_;
+  std::string origin_;      // the current request's Origin header (strand only)
+  uint64_t requests_ = 0;   // requests read on this connection (strand only)
+  unsigned request_version_ = 11;  // the current request's HTTP version (strand only)
+  uint64_t responded_ = 0;  // the last one whose answer started (strand only)
+};
+
+}  // namespace
+
+void StartConnection(Socket socket, FrontendShared& shared, bool refuse) {
+  std::make_shared<Connection>(std::move(socket), shared, refuse)->Start();
+}
+
+}  // namespace mmserve

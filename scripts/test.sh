@@ -22,8 +22,9 @@ if [[ "$(node -p "require('./.deps/node/node_modules/openai/package.json').versi
   step "openai npm client: installing openai@$OPENAI_NPM_VERSION into .deps/node"
   npm install --silent --no-audit --no-fund --prefix "$ROOT/.deps/node" "openai@$OPENAI_NPM_VERSION" >/dev/null
 fi
-step "architecture: layer order and runtime ownership"
+step "architecture: layer order, runtime ownership, file and function sizes"
 bash scripts/check_layers.sh
+python3 scripts/check_sizes.py
 
 passed=0
 failed=0

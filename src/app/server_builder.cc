@@ -96,6 +96,70 @@ int WaitForTerminationSignal(InferenceService& service) {
   }
 }
 
+// The command line's --host, --port and --grpc-port, and the keys from the environment (which
+// keep secrets out of the YAML file), over the file's settings.
+void ApplyOverrides(const ServeOptions& options, GlobalConfig& global) {
+  if (options.host) global.host = *options.host;
+  if (options.port) global.port = *options.port;
+  if (options.grpc_port) {
+    global.grpc_port =
+        *options.grpc_port < 0 ? std::nullopt : std::optional<int>(*options.grpc_port);
+  }
+  if (const char* key = std::getenv("MMSERVE_API_KEY"); key && *key) global.api_key = key;
+  if (const char* key = std::getenv("MMSERVE_ADMIN_KEY"); key && *key) global.admin_key = key;
+}
+
+// One server per device: every device a model is placed on, locked before any runtime is
+// touched.
+Result<std::vector<DeviceLock>> LockDevices(const ServerConfig& config,
+                                            const std::filesystem::path& lock_dir) {
+  std::set<int> devices;
+  for (const auto& m : config.models) devices.insert(m.device_id);
+  std::vector<DeviceLock> locks;
+  for (int d : devices) {
+    auto lock = DeviceLock::Acquire(lock_dir, d);
+    if (!lock.ok()) return lock.status();
+    locks.push_back(std::move(*lock));
+  }
+  return locks;
+}
+
+// Whether the start-up models fit in every device's memory budget (logged either way).
+bool StartUpModelsFit(const ServerConfig& config, const BackendRegistry& backends) {
+  const auto plans = PlanMemory(config, backends);
+  for (const auto& p : plans) {
+    if (!p.fits()) {
+      spdlog::error("refusing to start: the start-up models do not fit in device {}'s memory "
+                    "budget\n{}",
+                    p.domain, FormatPlan(plans));
+      return false;
+    }
+    spdlog::info("memory plan: device {}: start-up models need {} MiB of {} MiB ({})", p.domain,
+                 p.required() >> 20, p.limit() >> 20, p.budget_source);
+  }
+  return true;
+}
+
+// Graceful shutdown: no new connections, requests in progress finish (up to `drain`), then the
+// gRPC frontend, the models and the HTTP threads stop, in that order.
+void DrainAndStop(HttpFrontend& http_frontend, GrpcFrontend* grpc, InferenceService& service,
+                  std::chrono::milliseconds drain) {
+  http_frontend.StopAccepting();
+  spdlog::info("http: stopped accepting connections");
+  if (!http_frontend.WaitIdle(drain)) {
+    spdlog::warn("http: requests still in progress after the drain timeout");
+  } else {
+    spdlog::info("http: in-flight requests finished");
+  }
+  if (grpc) {
+    grpc->Shutdown(drain);  // running calls finish first
+    spdlog::info("grpc: stopped");
+  }
+  service.Shutdown(drain);
+  http_frontend.Stop();
+  spdlog::info("http: stopped");
+}
+
 }  // namespace
 
 int Serve(const ServeOptions& options) {
@@ -108,47 +172,20 @@ int Serve(const ServeOptions& options) {
   if (options.log_level_from_config) {
     spdlog::set_level(spdlog::level::from_str(config->global.log_level));
   }
-  if (options.host) config->global.host = *options.host;
-  if (options.port) config->global.port = *options.port;
-  if (options.grpc_port) {
-    config->global.grpc_port =
-        *options.grpc_port < 0 ? std::nullopt : std::optional<int>(*options.grpc_port);
-  }
-  // Keys from the environment keep secrets out of the YAML file.
-  if (const char* key = std::getenv("MMSERVE_API_KEY"); key && *key) config->global.api_key = key;
-  if (const char* key = std::getenv("MMSERVE_ADMIN_KEY"); key && *key) {
-    config->global.admin_key = key;
-  }
+  ApplyOverrides(options, config->global);
   const GlobalConfig global = config->global;
 
-  // One server per device: lock every device a model is placed on before touching any runtime.
-  std::set<int> devices;
-  for (const auto& m : config->models) devices.insert(m.device_id);
-  std::vector<DeviceLock> locks;
-  for (int d : devices) {
-    auto lock = DeviceLock::Acquire(options.lock_dir, d);
-    if (!lock.ok()) {
-      spdlog::error("refusing to start: {}", lock.status().message());
-      return 3;
-    }
-    locks.push_back(std::move(*lock));
+  auto locks = LockDevices(*config, options.lock_dir);
+  if (!locks.ok()) {
+    spdlog::error("refusing to start: {}", locks.status().message());
+    return 3;
   }
 
   RuntimeGuard guard;  // outlives the service, whose models hold its leases
   std::vector<RuntimeLease> runtimes = HoldRuntimes(*config, builtins.backends, guard);
 
-  // Preflight: refuse to start when the start-up models cannot fit, with the devices open, before anything loads.
-  const auto plans = PlanMemory(*config, builtins.backends);
-  for (const auto& p : plans) {
-    if (!p.fits()) {
-      spdlog::error("refusing to start: the start-up models do not fit in device {}'s memory "
-                    "budget\n{}",
-                    p.domain, FormatPlan(plans));
-      return 4;
-    }
-    spdlog::info("memory plan: device {}: start-up models need {} MiB of {} MiB ({})", p.domain,
-                 p.required() >> 20, p.limit() >> 20, p.budget_source);
-  }
+  // Preflight: with the devices open, before anything loads.
+  if (!StartUpModelsFit(*config, builtins.backends)) return 4;
 
   InferenceService service(std::move(*config), builtins.backends, guard);
   service.LoadStartupModels();
@@ -194,22 +231,9 @@ int Serve(const ServeOptions& options) {
   const int signal = WaitForTerminationSignal(service);
   spdlog::info("received {}: shutting down (drain timeout {} ms)",
                signal == SIGINT ? "SIGINT" : "SIGTERM", global.drain_timeout.count());
-  (*frontend)->StopAccepting();
-  spdlog::info("http: stopped accepting connections");
-  if (!(*frontend)->WaitIdle(global.drain_timeout)) {
-    spdlog::warn("http: requests still in progress after the drain timeout");
-  } else {
-    spdlog::info("http: in-flight requests finished");
-  }
-  if (grpc) {
-    grpc->Shutdown(global.drain_timeout);  // running calls finish first
-    spdlog::info("grpc: stopped");
-  }
-  service.Shutdown(global.drain_timeout);
-  (*frontend)->Stop();
-  spdlog::info("http: stopped");
+  DrainAndStop(**frontend, grpc.get(), service, global.drain_timeout);
   runtimes.clear();  // the last leases: the runtimes close and finalize, newest first
-  locks.clear();
+  locks->clear();
   spdlog::info("shutdown complete");
   return 0;
 }

@@ -98,26 +98,16 @@ std::optional<double> Counter(const ModelInfo& m, const char* key) {
   return static_cast<double>(it->second);
 }
 
-}  // namespace
+using M = const ModelInfo&;
+using Derived = std::map<const ModelInfo*, ModelStatistics>;
 
-std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMetrics& server) {
-  Writer w(models);
-  using M = const ModelInfo&;
-  // The statistics every frontend reports, derived once per model version.
-  std::map<const ModelInfo*, ModelStatistics> derived;
-  for (const auto& m : models) derived[&m] = StatisticsOf(m);
+// Triton's families, from the statistics every frontend reports.
+void TritonFamilies(Writer& w, const Derived& derived) {
   auto stat = [&derived](int64_t ModelStatistics::*field) {
     return [&derived, field](M m) -> std::optional<double> {
       const ModelStatistics& s = derived.at(&m);
       if (!s.loaded) return std::nullopt;
       return static_cast<double>(s.*field);
-    };
-  };
-  // mmserve's own figures, straight from the scheduler.
-  auto scheduler = [](int64_t SchedulerStats::*field) {
-    return [field](M m) -> std::optional<double> {
-      if (!m.stats) return std::nullopt;
-      return static_cast<double>((*m.stats).*field);
     };
   };
   w.Family("nv_inference_request_success", "untyped",
@@ -145,6 +135,10 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
              return std::chrono::duration<double>(m.last_load_time).count();
            });
 
+}
+
+// Memory, cumulative durations and the version's life.
+void ModelFamilies(Writer& w, const Derived& derived) {
   const auto device = [](M m) { return ",device=\"" + std::to_string(m.config.device_id) + "\""; };
   w.Family("mmserve_model_resident_bytes", "gauge",
            "Bytes the loaded model holds (the backend's figure, else measured over its load)",
@@ -183,6 +177,16 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
            [](M m) -> std::optional<double> { return static_cast<double>(m.evictions); });
   w.Family("mmserve_model_in_flight_requests", "gauge", "Requests submitted and not yet answered",
            [](M m) -> std::optional<double> { return static_cast<double>(m.in_flight); });
+}
+
+// mmserve's own figures, straight from the scheduler and the engine's counters.
+void SchedulerFamilies(Writer& w) {
+  auto scheduler = [](int64_t SchedulerStats::*field) {
+    return [field](M m) -> std::optional<double> {
+      if (!m.stats) return std::nullopt;
+      return static_cast<double>((*m.stats).*field);
+    };
+  };
   w.Family("mmserve_model_executing_requests", "gauge", "Requests executing now",
            scheduler(&SchedulerStats::executing));
   w.Family("mmserve_breaker_state", "gauge",
@@ -213,6 +217,18 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
   w.Family("mmserve_tokens_decoded_total", "counter",
            "Tokens through the model (prompts, inputs and generated tokens)",
            [](M m) { return Counter(m, "tokens"); });
+}
+
+}  // namespace
+
+std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMetrics& server) {
+  Writer w(models);
+  // The statistics every frontend reports, derived once per model version.
+  Derived derived;
+  for (const auto& m : models) derived[&m] = StatisticsOf(m);
+  TritonFamilies(w, derived);
+  ModelFamilies(w, derived);
+  SchedulerFamilies(w);
   w.Plain("mmserve_http_open_connections", "gauge", "Open HTTP connections",
           static_cast<double>(server.open_connections));
   w.Plain("mmserve_http_requests_in_progress", "gauge", "HTTP requests being handled",

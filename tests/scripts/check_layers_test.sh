@@ -31,5 +31,25 @@ plant backend/acl/acl_backend.cc '#include "backend/llama/gguf_summary.h"' "back
 plant backend/backend_registry.cc '#include "backend/identity/identity_backend.h"' "backend/'s own files are below"
 plant service/model_registry.cc 'int x = std::stoi("1");' "std::regex, std::sto*"
 plant backend/llama/llama_backend.cc 'void f() { aclInit(nullptr); }' "runtime init/finalize outside src/runtime/"
+
+# The size limits (scripts/check_sizes.py): a file past 600 lines, a function past 80.
+sizes="$root/scripts/check_sizes.py"
+python3 "$sizes" "$root/src" >/dev/null || { echo "FAIL: src/ is over the size limits"; exit 1; }
+plant_sizes() {
+  rm -rf "$tmp/src" && cp -r "$root/src" "$tmp/src"
+  python3 -c "$2" >>"$tmp/src/$1"
+  if out=$(python3 "$sizes" "$tmp/src" 2>&1); then
+    echo "FAIL: planted $3 in $1, check_sizes.py passed"
+    failures=$((failures + 1))
+  elif [[ $out != *"$3"* ]]; then
+    echo "FAIL: planted in $1: expected '$3' in: $out"
+    failures=$((failures + 1))
+  else
+    echo "ok: $1: $3"
+  fi
+}
+plant_sizes common/pages.cc 'print("\n" * 600)' "lines (at most 600)"
+plant_sizes common/pages.cc 'print("int Planted(int x) {\n" + "  x += 1;\n" * 90 + "  return x;\n}")' \
+  "a function of 93 lines"
 ((failures == 0)) && echo "check_layers: every planted violation caught"
 exit "$failures"

@@ -105,6 +105,37 @@ json ModelStats(const ModelInfo& info) {
   return out;
 }
 
+// The Inference-Header-Content-Length header (the binary tensor extension): nullopt without it.
+Result<std::optional<size_t>> InferenceHeaderLength(const HttpRequest& request) {
+  auto it = request.find("Inference-Header-Content-Length");
+  if (it == request.end()) return std::optional<size_t>();
+  size_t n = 0;
+  const auto text = it->value();
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return InvalidArgument("Inference-Header-Content-Length: expected a byte count, found '" +
+                           std::string(text) + "'");
+  }
+  return std::optional<size_t>(n);
+}
+
+// 200 with `response` encoded as the request asked: JSON, or JSON then binary tensors.
+HttpResponse InferAnswer(const InferResponse& response, const ResponseContext& ctx, unsigned v,
+                         bool ka) {
+  EncodedResponse encoded = EncodeInferResponse(response, ctx);
+  HttpResponse res(http::status::ok, v);
+  res.keep_alive(ka);
+  if (encoded.header_length) {
+    res.set(http::field::content_type, "application/octet-stream");
+    res.set("Inference-Header-Content-Length", std::to_string(*encoded.header_length));
+  } else {
+    res.set(http::field::content_type, "application/json");
+  }
+  res.body() = std::move(encoded.body);
+  res.prepare_payload();
+  return res;
+}
+
 }  // namespace
 
 HttpRouter::HttpRouter(InferenceService& service, Options options)
@@ -157,9 +188,6 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
   const bool ka = request.keep_alive();
   std::string target(request.target());
   if (auto q = target.find('?'); q != std::string::npos) target.resize(q);
-  const bool is_get = request.method() == http::verb::get;
-  const bool is_post = request.method() == http::verb::post;
-
   std::string_view authorization;
   if (auto it = request.find(http::field::authorization); it != request.end()) {
     authorization = std::string_view(it->value().data(), it->value().size());
@@ -172,45 +200,9 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
     }
     return reply(std::move(res));
   }
-  if (target == "/health" || target == "/v1/health") {
-    const bool ready = service_.Ready();
-    return reply(JsonResponse(ready ? http::status::ok : http::status::service_unavailable,
-                              DumpJson(json{{"status", ready ? "ok" : "not ready"}}), v, ka));
-  }
-  if (target == "/metrics") {
-    if (!is_get) return reply(MethodNotAllowed("GET", target, v, ka));
-    HttpResponse res(http::status::ok, v);
-    res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    res.keep_alive(ka);
-    res.body() = PrometheusText(service_.ListModels(), options_.server_metrics
-                                                          ? options_.server_metrics()
-                                                          : ServerMetrics{});
-    res.prepare_payload();
-    return reply(std::move(res));
-  }
+  if (auto answer = ServerRoute(request, target)) return reply(std::move(*answer));
   if (OpenAiApi::Owns(target)) {
     return openai_->Handle(std::move(request), target, std::move(reply), std::move(connection));
-  }
-
-  if (target == "/v2" || target == "/v2/") {
-    if (!is_get) return reply(MethodNotAllowed("GET", target, v, ka));
-    json extensions = json::array();
-    for (auto e : kServerExtensions) extensions.push_back(e);
-    json body = {{"name", kServerName}, {"version", kServerVersion}, {"extensions", extensions}};
-    return reply(JsonResponse(http::status::ok, DumpJson(body), v, ka));
-  }
-  if (target == "/v2/health/live") {
-    return reply(EmptyResponse(http::status::ok, v, ka));
-  }
-  if (target == "/v2/health/ready") {
-    return reply(EmptyResponse(service_.Ready() ? http::status::ok : http::status::bad_request,
-                               v, ka));
-  }
-  if (target == "/v2/models/stats") {
-    if (!is_get) return reply(MethodNotAllowed("GET", target, v, ka));
-    json stats = json::array();
-    for (const auto& info : service_.ListModels()) stats.push_back(ModelStats(info));
-    return reply(JsonResponse(http::status::ok, DumpJson(json{{"model_stats", stats}}), v, ka));
   }
   if (target.starts_with("/v2/repository/")) {
     return HandleRepository(std::move(request), target, std::move(reply), std::move(connection));
@@ -220,37 +212,90 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
       seg[2].find_first_not_of("0123456789abcdef") == std::string_view::npos) {
     return HandleJob(request, std::string(seg[2]), reply);
   }
-  // /v2/models/{name}[/versions/{version} | /labels/{label}][/ready|/infer|/stats|/config]
-  static const std::set<std::string_view> kActions = {"ready", "infer", "stats", "config"};
   if (seg.size() >= 3 && seg.size() <= 6 && seg[0] == "v2" && seg[1] == "models") {
-    ModelRef ref{.name = seg[2]};
-    size_t next = 3;
-    if (seg.size() >= 5 && (seg[3] == "versions" || seg[3] == "labels")) {
-      if (seg[3] == "labels") {
-        ref.label = seg[4];
-      } else {
-        auto version = ParseVersion(seg[4], "model version");
-        if (!version.ok()) return reply(ErrorResponse(version.status(), v, ka));
-        ref.version = *version;
-      }
-      next = 5;
-    }
-    const bool has_action = seg.size() == next + 1 && kActions.contains(seg[next]);
-    if (seg.size() == next || has_action) {
-      const std::string action = has_action ? std::string(seg[next]) : "";
-      const bool want_post = action == "infer";
-      if ((want_post && !is_post) || (!want_post && !is_get)) {
-        return reply(MethodNotAllowed(want_post ? "POST" : "GET", target, v, ka));
-      }
-      if (action == "infer") {
-        return HandleInfer(std::move(request), ref, std::move(reply), std::move(connection));
-      }
-      return HandleModel(request, ref, action, reply);
-    }
+    const std::span<const std::string_view> segments(seg.data(), seg.size());
+    if (HandleModelPath(request, target, segments, reply, connection)) return;
   }
   reply(ErrorResponse(NotFound("no route for " + std::string(request.method_string()) + " " +
                                target),
                       v, ka));
+}
+
+std::optional<HttpResponse> HttpRouter::ServerRoute(const HttpRequest& request,
+                                                    const std::string& target) const {
+  const unsigned v = request.version();
+  const bool ka = request.keep_alive();
+  const bool is_get = request.method() == http::verb::get;
+  if (target == "/health" || target == "/v1/health") {
+    const bool ready = service_.Ready();
+    return JsonResponse(ready ? http::status::ok : http::status::service_unavailable,
+                        DumpJson(json{{"status", ready ? "ok" : "not ready"}}), v, ka);
+  }
+  if (target == "/metrics") {
+    if (!is_get) return MethodNotAllowed("GET", target, v, ka);
+    HttpResponse res(http::status::ok, v);
+    res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+    res.keep_alive(ka);
+    res.body() = PrometheusText(service_.ListModels(), options_.server_metrics
+                                                          ? options_.server_metrics()
+                                                          : ServerMetrics{});
+    res.prepare_payload();
+    return res;
+  }
+  if (target == "/v2" || target == "/v2/") {
+    if (!is_get) return MethodNotAllowed("GET", target, v, ka);
+    json extensions = json::array();
+    for (auto e : kServerExtensions) extensions.push_back(e);
+    json body = {{"name", kServerName}, {"version", kServerVersion}, {"extensions", extensions}};
+    return JsonResponse(http::status::ok, DumpJson(body), v, ka);
+  }
+  if (target == "/v2/health/live") return EmptyResponse(http::status::ok, v, ka);
+  if (target == "/v2/health/ready") {
+    return EmptyResponse(service_.Ready() ? http::status::ok : http::status::bad_request, v,
+                         ka);
+  }
+  if (target == "/v2/models/stats") {
+    if (!is_get) return MethodNotAllowed("GET", target, v, ka);
+    json stats = json::array();
+    for (const auto& info : service_.ListModels()) stats.push_back(ModelStats(info));
+    return JsonResponse(http::status::ok, DumpJson(json{{"model_stats", stats}}), v, ka);
+  }
+  return std::nullopt;
+}
+
+bool HttpRouter::HandleModelPath(HttpRequest& request, const std::string& target,
+                                 std::span<const std::string_view> seg, HttpReply& reply,
+                                 HttpConnection& connection) {
+  static const std::set<std::string_view> kActions = {"ready", "infer", "stats", "config"};
+  const unsigned v = request.version();
+  const bool ka = request.keep_alive();
+  ModelRef ref{.name = seg[2]};
+  size_t next = 3;
+  if (seg.size() >= 5 && (seg[3] == "versions" || seg[3] == "labels")) {
+    if (seg[3] == "labels") {
+      ref.label = seg[4];
+    } else {
+      auto version = ParseVersion(seg[4], "model version");
+      if (!version.ok()) {
+        reply(ErrorResponse(version.status(), v, ka));
+        return true;
+      }
+      ref.version = *version;
+    }
+    next = 5;
+  }
+  const bool has_action = seg.size() == next + 1 && kActions.contains(seg[next]);
+  if (seg.size() != next && !has_action) return false;
+  const std::string action = has_action ? std::string(seg[next]) : "";
+  const bool want_post = action == "infer";
+  if (request.method() != (want_post ? http::verb::post : http::verb::get)) {
+    reply(MethodNotAllowed(want_post ? "POST" : "GET", target, v, ka));
+  } else if (want_post) {
+    HandleInfer(std::move(request), ref, std::move(reply), std::move(connection));
+  } else {
+    HandleModel(request, ref, action, reply);
+  }
+  return true;
 }
 
 void HttpRouter::HandleModel(const HttpRequest& request, const ModelRef& ref,
@@ -279,24 +324,13 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
   HttpDispatch dispatch = std::move(connection.dispatch);
   const unsigned v = request.version();
   const bool ka = request.keep_alive();
-  std::optional<size_t> header_length;
-  if (auto it = request.find("Inference-Header-Content-Length"); it != request.end()) {
-    size_t n = 0;
-    const auto text = it->value();
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-    if (ec != std::errc() || end != text.data() + text.size()) {
-      return reply(ErrorResponse(
-          InvalidArgument("Inference-Header-Content-Length: expected a byte count, found '" +
-                          std::string(text) + "'"),
-          v, ka));
-    }
-    header_length = n;
-  }
+  auto header_length = InferenceHeaderLength(request);
+  if (!header_length.ok()) return reply(ErrorResponse(header_length.status(), v, ka));
   // A body of raw bytes only: its layout is the model's one input, of the version that will
   // serve the request (routed once, here).
   std::optional<ModelDescription> raw_target;
   Result<ParsedInferRequest> parsed = [&]() -> Result<ParsedInferRequest> {
-    if (header_length != 0u) return ParseInferRequest(request.body(), header_length);
+    if (*header_length != 0u) return ParseInferRequest(request.body(), *header_length);
     auto described = service_.Describe(ref);
     if (!described.ok()) return described.status();
     if (described->signature.inputs.empty()) {
@@ -342,18 +376,7 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
   auto respond = [reply = std::move(reply), ctx = std::move(ctx), v,
                   ka](Result<InferResponse> result) {
     if (!result.ok()) return reply(ErrorResponse(result.status(), v, ka));
-    EncodedResponse encoded = EncodeInferResponse(*result, ctx);
-    HttpResponse res(http::status::ok, v);
-    res.keep_alive(ka);
-    if (encoded.header_length) {
-      res.set(http::field::content_type, "application/octet-stream");
-      res.set("Inference-Header-Content-Length", std::to_string(*encoded.header_length));
-    } else {
-      res.set(http::field::content_type, "application/json");
-    }
-    res.body() = std::move(encoded.body);
-    res.prepare_payload();
-    reply(std::move(res));
+    reply(InferAnswer(*result, ctx, v, ka));
   };
   // A client that leaves cancels the request: dropped while queued, stopped while generating.
   infer->cancelled = std::move(connection.client_gone);

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <functional>
+#include <optional>
+#include <span>
+#include <string_view>
 #include <string>
 
 #include "server/access.h"
@@ -29,6 +32,14 @@ class HttpRouter {
   void Handle(HttpRequest request, HttpReply reply, HttpConnection connection);
 
  private:
+  // The server's own routes (health, metrics, server metadata, statistics), or nullopt.
+  std::optional<HttpResponse> ServerRoute(const HttpRequest& request,
+                                          const std::string& target) const;
+  // /v2/models/{name}[/versions/{version} | /labels/{label}][/ready|/infer|/stats|/config]:
+  // false when `seg` is not one of these.
+  bool HandleModelPath(HttpRequest& request, const std::string& target,
+                       std::span<const std::string_view> seg, HttpReply& reply,
+                       HttpConnection& connection);
   void HandleModel(const HttpRequest& request, const ModelRef& ref, const std::string& action,
                    HttpReply reply);
   void HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply reply,

@@ -7,6 +7,13 @@ if(MMSERVE_FUZZ)
   # is tuned for.
   target_compile_options(mms_options INTERFACE -fsanitize=fuzzer-no-link -Wno-error)
 endif()
+if(MMSERVE_THREAD_SAFETY)
+  # clang's static check of the lock annotations (common/thread_annotations.h): a member
+  # GUARDED_BY a mutex touched without it, a REQUIRES not met, fail the build. Its other
+  # warnings differ from GCC's, which -Werror is tuned for.
+  target_compile_options(mms_options INTERFACE -Wno-error -Wthread-safety -Wthread-safety-beta
+                                               -Werror=thread-safety -Werror=thread-safety-beta)
+endif()
 if(MMSERVE_SANITIZE)
   # GCC 12 reports false maybe-uninitialized warnings inside libstdc++ (std::regex, std::function)
   # once the sanitizers' instrumentation is inlined.

@@ -3,8 +3,9 @@
 #   1. build/       (RelWithDebInfo)   unit + integration tests, the real binary on 127.0.0.1
 #   2. build-asan/  (ASan + UBSan)     unit tests, mmserve's own code instrumented
 #   3. build-tsan/  (ThreadSanitizer)  the concurrency tests (label tsan)
-#   4. build-fuzz/  (clang, libFuzzer)  every fuzz harness for a bounded time (scripts/fuzz.sh)
-#   5. bench/all.sh --quick             every benchmark scenario as a smoke test (answers checked)
+#   4. build-clang/ (clang 14)          unit tests, -Werror=thread-safety (the lock annotations)
+#   5. build-fuzz/  (clang, libFuzzer)  every fuzz harness for a bounded time (scripts/fuzz.sh)
+#   6. bench/all.sh --quick             every benchmark scenario as a smoke test (answers checked)
 # Ends with one line "tests: N passed, M failed" and exits non-zero if anything failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -77,6 +78,18 @@ cmake --build build-tsan -j "$JOBS" --target $tsan_targets >/dev/null
 wrapper=()
 if setarch "$(uname -m)" -R true 2>/dev/null; then wrapper=(setarch "$(uname -m)" -R); fi
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest build-tsan tsan "${wrapper[@]}"
+
+step "tests: unit tests built by clang 14 with -Werror=thread-safety (build-clang/)"
+# The lock annotations (common/mutex.h, GUARDED_BY/REQUIRES) are checked by clang only. The
+# llama backend's tests are left to build/: clang links LLVM's OpenMP runtime next to the GNU
+# one llama.cpp was built with, and those tests count the compute threads it keeps.
+CC=clang-14 CXX=clang++-14 cmake -S "$ROOT" -B "$ROOT/build-clang" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_CXX_FLAGS_DEBUG="-g -O0" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMMSERVE_THREAD_SAFETY=ON >/dev/null
+unit_targets=$(find tests -name '*_test.cc' -not -path 'tests/integration/*' -not -path 'tests/fuzz/*' \
+  -not -name llama_backend_test.cc -exec basename {} .cc \;)
+cmake --build build-clang -j "$JOBS" --target $unit_targets | grep -E 'FAILED|error' || true
+cmake --build build-clang -j "$JOBS" --target $unit_targets >/dev/null
+run_ctest build-clang unit
 
 step "fuzzing: every harness for ${MMSERVE_FUZZ_SECONDS:-20} s (scripts/fuzz.sh; the committed corpus replayed first)"
 set +e

@@ -11,12 +11,12 @@
 #include <variant>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/result.h"
 #include "common/tensor.h"
 
 namespace mmserve {
 
-using Clock = std::chrono::steady_clock;
 using ParamValue = std::variant<bool, int64_t, double, std::string>;
 using RequestParams = std::map<std::string, ParamValue>;
 

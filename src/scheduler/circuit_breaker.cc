@@ -15,7 +15,7 @@ std::string_view BreakerStateName(CircuitBreaker::State state) {
 
 Status CircuitBreaker::Admit(Clock::time_point now, Ticket& ticket) {
   ticket.probe = false;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (state_ == State::kClosed) return Status::Ok();
   if (state_ == State::kOpen && now - opened_at_ >= options_.cooldown) {
     state_ = State::kHalfOpen;
@@ -40,7 +40,7 @@ Status CircuitBreaker::Admit(Clock::time_point now, Ticket& ticket) {
 
 void CircuitBreaker::Record(const Ticket& ticket, Outcome outcome, const std::string& what,
                             Clock::time_point now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (ticket.probe) {
     probe_out_ = false;
     if (state_ != State::kHalfOpen) return;  // tripped again meanwhile
@@ -67,7 +67,7 @@ void CircuitBreaker::Record(const Ticket& ticket, Outcome outcome, const std::st
 }
 
 void CircuitBreaker::Trip(const std::string& why, Clock::time_point now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Open(why, now);
 }
 
@@ -82,17 +82,17 @@ void CircuitBreaker::Open(std::string why, Clock::time_point now) {
 }
 
 CircuitBreaker::State CircuitBreaker::state() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return state_;
 }
 
 std::string CircuitBreaker::reason() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return reason_;
 }
 
 int64_t CircuitBreaker::times_opened() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return times_opened_;
 }
 

@@ -9,9 +9,9 @@
 #pragma once
 
 #include <chrono>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace mmserve {
@@ -49,17 +49,17 @@ class CircuitBreaker {
   int64_t times_opened() const;
 
  private:
-  void Open(std::string why, Clock::time_point now);  // REQUIRES: mu_ held
+  void Open(std::string why, Clock::time_point now) REQUIRES(mu_);
 
   const std::string model_;
   const Options options_;
-  mutable std::mutex mu_;
-  State state_ = State::kClosed;  // guarded by mu_
-  int consecutive_ = 0;           // guarded by mu_
-  bool probe_out_ = false;        // guarded by mu_
-  Clock::time_point opened_at_;   // guarded by mu_
-  std::string reason_;            // guarded by mu_
-  int64_t times_opened_ = 0;      // guarded by mu_
+  mutable Mutex mu_;
+  State state_ GUARDED_BY(mu_) = State::kClosed;
+  int consecutive_ GUARDED_BY(mu_) = 0;
+  bool probe_out_ GUARDED_BY(mu_) = false;
+  Clock::time_point opened_at_ GUARDED_BY(mu_);
+  std::string reason_ GUARDED_BY(mu_);
+  int64_t times_opened_ GUARDED_BY(mu_) = 0;
 };
 
 std::string_view BreakerStateName(CircuitBreaker::State state);  // "closed", "open", "half_open"

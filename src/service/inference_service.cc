@@ -94,7 +94,7 @@ class InferenceService::InFlight {
     bool idle_now = false;
     {
       MutexLock lock(version_->mu);
-      version_->last_used = Clock::now();
+      version_->last_used = service_.time_.Now();
       idle_now = --version_->in_flight == 0 && version_->config().keep_alive &&
                  version_->config().keep_alive->count() == 0;
     }
@@ -108,11 +108,12 @@ class InferenceService::InFlight {
 };
 
 InferenceService::InferenceService(ServerConfig config, const BackendRegistry& backends,
-                                   RuntimeGuard& guard)
+                                   RuntimeGuard& guard, const TimeSource& time)
     : backends_(backends),
-      jobs_(config.global.jobs),
-      registry_(config),
-      lifecycle_(config, backends, guard, registry_),
+      time_(time),
+      jobs_(config.global.jobs, time),
+      registry_(config, time),
+      lifecycle_(config, backends, guard, registry_, time),
       watch_([this] { return WatchStamp(registry_.config()); }, config.global.watch.has_value()) {
   std::map<std::string, VersionMap> versions;
   for (const auto& m : config.models) versions[m.name][m.version] = lifecycle_.NewVersion(m);
@@ -214,7 +215,7 @@ Status InferenceService::Admit(const std::shared_ptr<ModelVersion>& version,
                                std::shared_ptr<LoadedModel>& loaded) {
   MutexLock lock(version->mu);
   const ModelConfig& m = version->config();
-  const auto now = Clock::now();
+  const auto now = time_.Now();
   switch (version->state) {
     case VersionState::kReady:
       loaded = version->loaded;
@@ -316,7 +317,7 @@ void InferenceService::LoadForWaiting(const std::shared_ptr<ModelVersion>& versi
       version->in_flight += static_cast<int64_t>(waiting.size());
     } else if (load && version->state == VersionState::kFailed) {
       failed = Unavailable("model '" + version->name() + "' failed to load: " + version->reason);
-      version->retry_at = Clock::now() + kLoadRetryBackoff;
+      version->retry_at = time_.Now() + kLoadRetryBackoff;
     } else {
       reroute = true;
     }

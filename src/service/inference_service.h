@@ -50,8 +50,10 @@ namespace mmserve {
 
 class InferenceService {
  public:
-  // `backends` and `guard` are not owned and must outlive the service.
-  InferenceService(ServerConfig config, const BackendRegistry& backends, RuntimeGuard& guard);
+  // `backends`, `guard` and `time` are not owned and must outlive the service. `time` decides
+  // keep-alive, load back-off, retirement and job expiry (tests pass a FakeTime).
+  InferenceService(ServerConfig config, const BackendRegistry& backends, RuntimeGuard& guard,
+                   const TimeSource& time = TimeSource::Real());
   ~InferenceService();  // unloads whatever is still loaded
 
   // Loads every `load: startup` version, in file order. A version that fails to load becomes
@@ -129,6 +131,7 @@ class InferenceService {
   void Publish(const std::string& name, std::shared_ptr<const ServedModel> model);
 
   const BackendRegistry& backends_;  // not owned
+  const TimeSource& time_;           // not owned
 
   JobStore jobs_;  // before the models: outlives every model's callbacks
   ModelRegistry registry_;

@@ -18,24 +18,28 @@ std::string_view JobStateName(JobState state) {
 struct JobStore::Record {
   std::string id;
   std::string model;
-  int64_t model_version = 0;                     // guarded by mu: the served one once known
   std::string request_id;
-  Clock::time_point created = Clock::now();
+  Clock::time_point created;
   std::atomic<bool> cancelled{false};
-  std::mutex mu;
-  JobState state = JobState::kPending;           // guarded by mu
-  Clock::time_point finished;                    // guarded by mu
-  std::optional<Result<InferResponse>> result;   // guarded by mu
+  Mutex mu;
+  int64_t model_version GUARDED_BY(mu) = 0;  // the served one once known
+  JobState state GUARDED_BY(mu) = JobState::kPending;
+  Clock::time_point finished GUARDED_BY(mu);
+  std::optional<Result<InferResponse>> result GUARDED_BY(mu);
 };
 
 Result<std::string> JobStore::Start(InferRequest& request, int64_t model_version) {
   auto record = std::make_shared<Record>();
   record->model = request.model_name;
-  record->model_version = model_version;
   record->request_id = request.id;
+  record->created = time_.Now();
   {
-    std::lock_guard lock(mu_);
-    Expire(Clock::now());
+    MutexLock lock(record->mu);
+    record->model_version = model_version;
+  }
+  {
+    MutexLock lock(mu_);
+    Expire(time_.Now());
     if (jobs_.size() >= static_cast<size_t>(config_.max)) {
       return ResourceExhausted("too many asynchronous jobs: " + std::to_string(config_.max) +
                                " are pending or waiting to be fetched (global.jobs.max)");
@@ -47,12 +51,12 @@ Result<std::string> JobStore::Start(InferRequest& request, int64_t model_version
     jobs_.emplace(record->id, record);
   }
   request.cancelled = [record] { return record->cancelled.load(); };
-  request.done = [record](Result<InferResponse> result) {
-    std::lock_guard lock(record->mu);
+  request.done = [record, &time = time_](Result<InferResponse> result) {
+    MutexLock lock(record->mu);
     if (record->state != JobState::kPending) return;  // cancelled meanwhile
     record->state = result.ok() ? JobState::kSucceeded : JobState::kFailed;
     if (result.ok() && result->model_version != 0) record->model_version = result->model_version;
-    record->finished = Clock::now();
+    record->finished = time.Now();
     record->result = std::move(result);
   };
   return record->id;
@@ -60,16 +64,16 @@ Result<std::string> JobStore::Start(InferRequest& request, int64_t model_version
 
 void JobStore::Expire(Clock::time_point now) {
   std::erase_if(jobs_, [&](const auto& kv) {
-    std::lock_guard lock(kv.second->mu);
+    MutexLock lock(kv.second->mu);
     return kv.second->state != JobState::kPending && now - kv.second->finished >= config_.ttl;
   });
 }
 
 Result<JobInfo> JobStore::Get(const std::string& id) {
   std::shared_ptr<Record> record;
-  const auto now = Clock::now();
+  const auto now = time_.Now();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Expire(now);
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return NotFound("unknown or expired job '" + id + "'");
@@ -79,7 +83,7 @@ Result<JobInfo> JobStore::Get(const std::string& id) {
                .model = record->model,
                .request_id = record->request_id,
                .age = std::chrono::duration_cast<std::chrono::milliseconds>(now - record->created)};
-  std::lock_guard lock(record->mu);
+  MutexLock lock(record->mu);
   info.model_version = record->model_version;
   info.state = record->state;
   if (record->state != JobState::kPending) {
@@ -91,16 +95,16 @@ Result<JobInfo> JobStore::Get(const std::string& id) {
 }
 
 Result<JobState> JobStore::Cancel(const std::string& id) {
-  std::lock_guard lock(mu_);
-  Expire(Clock::now());
+  MutexLock lock(mu_);
+  Expire(time_.Now());
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return NotFound("unknown or expired job '" + id + "'");
   auto record = it->second;
-  std::lock_guard record_lock(record->mu);
+  MutexLock record_lock(record->mu);
   if (record->state == JobState::kPending) {
     record->cancelled.store(true);
     record->state = JobState::kCancelled;
-    record->finished = Clock::now();
+    record->finished = time_.Now();
     return JobState::kCancelled;
   }
   const JobState was = record->state;
@@ -109,7 +113,7 @@ Result<JobState> JobStore::Cancel(const std::string& id) {
 }
 
 size_t JobStore::size() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return jobs_.size();
 }
 

@@ -13,12 +13,13 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
 
 #include "backend/infer_request.h"
+#include "common/clock.h"
+#include "common/mutex.h"
 #include "config/model_config.h"
 
 namespace mmserve {
@@ -39,7 +40,9 @@ struct JobInfo {
 
 class JobStore {
  public:
-  explicit JobStore(JobsConfig config) : config_(config), rng_(std::random_device{}()) {}
+  // `time` decides when finished jobs expire; not owned, outlives the store.
+  explicit JobStore(JobsConfig config, const TimeSource& time = TimeSource::Real())
+      : config_(config), time_(time), rng_(std::random_device{}()) {}
 
   // Makes `request` a job: its `done` (which must be empty) stores the outcome, its
   // `cancelled` reports a Cancel(). Returns the job id.
@@ -53,12 +56,13 @@ class JobStore {
 
  private:
   struct Record;
-  void Expire(Clock::time_point now);  // REQUIRES: mu_ held
+  void Expire(Clock::time_point now) REQUIRES(mu_);
 
   const JobsConfig config_;
-  std::mutex mu_;
-  std::mt19937_64 rng_;                                     // guarded by mu_
-  std::map<std::string, std::shared_ptr<Record>> jobs_;     // guarded by mu_
+  const TimeSource& time_;
+  Mutex mu_;
+  std::mt19937_64 rng_ GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Record>> jobs_ GUARDED_BY(mu_);
 };
 
 }  // namespace mmserve

@@ -56,8 +56,12 @@ ModelScheduler::Options SchedulerOptions(const ModelConfig& m, const Session& se
 }  // namespace
 
 Lifecycle::Lifecycle(const ServerConfig& config, const BackendRegistry& backends,
-                     RuntimeGuard& guard, ModelRegistry& registry)
-    : backends_(backends), guard_(guard), registry_(registry), global_(config.global) {
+                     RuntimeGuard& guard, ModelRegistry& registry, const TimeSource& time)
+    : backends_(backends),
+      guard_(guard),
+      registry_(registry),
+      time_(time),
+      global_(config.global) {
   for (const auto& m : config.models) {
     // Budgets only: the estimates are taken at each load (preflight took them before start).
     // A device whose capacity its runtime cannot tell yet (AscendCL before aclInit) gets its
@@ -76,7 +80,10 @@ Lifecycle::Lifecycle(const ServerConfig& config, const BackendRegistry& backends
 Lifecycle::~Lifecycle() { Stop(); }
 
 std::shared_ptr<ModelVersion> Lifecycle::NewVersion(const ModelConfig& config) const {
-  return std::make_shared<ModelVersion>(config, MemoryOf(config, backends_).domain);
+  auto version = std::make_shared<ModelVersion>(config, MemoryOf(config, backends_).domain);
+  MutexLock lock(version->mu);
+  version->last_used = time_.Now();
+  return version;
 }
 
 Status Lifecycle::CheckPlacement(const ModelConfig& m) const {
@@ -158,20 +165,22 @@ void Lifecycle::ReaperLoop(std::stop_token stop) {
       if (stop.stop_requested()) return;
       wake_reaper_ = false;
     }
-    const auto now = Clock::now();
+    const auto now = time_.Now();
     Reap(now);
     if (hooks_.tick) hooks_.tick(now);
   }
 }
 
 void Lifecycle::Reap(Clock::time_point now) {
+  // Request deadlines are on the steady clock (the scheduler's), not the injected time.
+  const auto steady_now = Clock::now();
   for (auto& version : registry_.All()) {
     // Requests waiting for a load are answered at their deadline.
     std::vector<std::unique_ptr<InferRequest>> expired;
     {
       MutexLock lock(version->mu);
       for (auto it = version->waiting.begin(); it != version->waiting.end();) {
-        if ((*it)->deadline <= now) {
+        if ((*it)->deadline <= steady_now) {
           expired.push_back(std::move(*it));
           it = version->waiting.erase(it);
         } else {
@@ -181,7 +190,7 @@ void Lifecycle::Reap(Clock::time_point now) {
     }
     for (auto& r : expired) {
       const auto waited =
-          std::chrono::duration_cast<std::chrono::milliseconds>(now - r->arrival).count();
+          std::chrono::duration_cast<std::chrono::milliseconds>(steady_now - r->arrival).count();
       r->done(DeadlineExceeded("request to '" + version->name() + "' expired after " +
                                std::to_string(waited) + " ms waiting for the model to load"));
     }
@@ -263,7 +272,7 @@ void Lifecycle::Load(ModelVersion& version) {
     version.signature = loaded->session->signature();
     version.loaded = std::move(loaded);
     version.TransitionLocked(VersionState::kReady);
-    version.last_used = Clock::now();
+    version.last_used = time_.Now();
   }
   MutexLock lock(order_mu_);
   load_order_.push_back(&version);

@@ -47,7 +47,7 @@ class Lifecycle {
   // Budgets and priority gates for the domains of `config`'s models. `backends`, `guard` and
   // `registry` are not owned and must outlive the lifecycle.
   Lifecycle(const ServerConfig& config, const BackendRegistry& backends, RuntimeGuard& guard,
-            ModelRegistry& registry);
+            ModelRegistry& registry, const TimeSource& time);
   ~Lifecycle();  // stops the threads
 
   std::shared_ptr<ModelVersion> NewVersion(const ModelConfig& config) const;
@@ -94,6 +94,7 @@ class Lifecycle {
   const BackendRegistry& backends_;  // not owned
   RuntimeGuard& guard_;              // not owned
   ModelRegistry& registry_;          // not owned
+  const TimeSource& time_;           // not owned: keep-alive is decided by it
   const GlobalConfig global_;        // as at start: budgets and gates do not change live
   // Per memory domain; fixed after construction, except that a kBudgetUnknown (a capacity the
   // runtime could not tell before it was up) is read at the domain's first load (on the

@@ -80,7 +80,8 @@ VersionDiff DiffVersions(
   return diff;
 }
 
-ModelRegistry::ModelRegistry(ServerConfig config) : config_(std::move(config)) {}
+ModelRegistry::ModelRegistry(ServerConfig config, const TimeSource& time)
+    : time_(time), config_(std::move(config)) {}
 
 Result<std::shared_ptr<ModelVersion>> ModelRegistry::Route(const ServedModel& model,
                                                            const ModelRef& ref,
@@ -237,7 +238,7 @@ std::vector<std::shared_ptr<ModelVersion>> ModelRegistry::Publish(
   } else if (it != models_.end()) {
     models_.erase(it);
   }
-  const auto by = Clock::now() + config_.global.drain_timeout;
+  const auto by = time_.Now() + config_.global.drain_timeout;
   for (const auto& version : retired) {
     MutexLock version_lock(version->mu);
     version->retire_by = by;

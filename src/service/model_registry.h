@@ -80,8 +80,9 @@ class ModelRegistry {
  public:
   using Models = std::map<std::string, std::shared_ptr<const ServedModel>, std::less<>>;
 
-  // `config`: what is served (its models are published by the caller).
-  explicit ModelRegistry(ServerConfig config);
+  // `config`: what is served (its models are published by the caller). `time` (not owned)
+  // dates retirements.
+  ModelRegistry(ServerConfig config, const TimeSource& time);
 
   // Routes `ref` (with `request_id` for a sticky canary draw) and calls `f(version)` with the
   // registry's lock held, so that a version a Publish retires either saw `f` run or was never
@@ -132,6 +133,7 @@ class ModelRegistry {
                                                     const std::string& request_id) const
       REQUIRES_SHARED(mu_);
 
+  const TimeSource& time_;
   mutable SharedMutex mu_;
   ServerConfig config_ GUARDED_BY(mu_);  // what is served now
   Models models_ GUARDED_BY(mu_);

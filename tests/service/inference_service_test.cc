@@ -14,6 +14,7 @@
 #include "backend/identity/identity_backend.h"
 #include "config/config_parser.h"
 #include "runtime/host_runtime.h"
+#include "testing/fake_time.h"
 #include "testing/service_util.h"
 #include "testing/test_util.h"
 
@@ -28,10 +29,13 @@ class InferenceServiceTest : public ::testing::Test {
  protected:
   InferenceServiceTest() { backends_.Register(std::make_unique<IdentityBackend>(host_)); }
 
-  std::unique_ptr<InferenceService> Start(const std::string& yaml) {
+  // `time` decides keep-alive, back-off and retirement (a FakeTime where time is the subject).
+  std::unique_ptr<InferenceService> Start(const std::string& yaml,
+                                          const TimeSource& time = TimeSource::Real()) {
     auto config = ParseConfig(yaml, "test.yaml", backends_);
     EXPECT_TRUE(config.ok()) << config.status().ToString();
-    auto service = std::make_unique<InferenceService>(std::move(*config), backends_, guard_);
+    auto service =
+        std::make_unique<InferenceService>(std::move(*config), backends_, guard_, time);
     service->LoadStartupModels();
     return service;
   }
@@ -277,11 +281,18 @@ TEST_F(InferenceServiceTest, KeepAliveUnloadsAnIdleModelAndItsMemoryGoesBack) {
     const struct mallinfo2 m = ::mallinfo2();
     return static_cast<int64_t>(m.uordblks + m.hblkhd);
   };
+  testing::FakeTime time;
   auto service = Start(R"(models:
-  - {name: idle, backend: identity, keep_alive: 200ms, params: {memory_mb: 64, tensors: [{datatype: INT32}]}}
-)");
+  - {name: idle, backend: identity, keep_alive: 10m, params: {memory_mb: 64, tensors: [{datatype: INT32}]}}
+)",
+                       time);
   ASSERT_TRUE(Infer(*service, Ints("idle", {1})).ok());
   const int64_t loaded = heap();
+  // The reaper looks every 50 ms of real time; only the injected time says the model is idle.
+  time.Advance(std::chrono::minutes(10) - std::chrono::seconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(service->GetModel("idle")->state, ModelState::kReady) << "idle for 9m59s of 10m";
+  time.Advance(std::chrono::seconds(1));
   for (int i = 0; i < 100 && service->GetModel("idle")->state != ModelState::kNotLoaded; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

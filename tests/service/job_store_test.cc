@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "testing/fake_time.h"
+
 namespace mmserve {
 namespace {
 
@@ -38,7 +40,8 @@ TEST(JobStoreTest, PendingThenSucceededWithTheResult) {
 }
 
 TEST(JobStoreTest, FinishedJobsExpireAndTheCountIsBounded) {
-  JobStore store({.max = 2, .ttl = 50ms});
+  testing::FakeTime time;
+  JobStore store({.max = 2, .ttl = 50ms}, time);
   InferRequest a = NewRequest(), b = NewRequest(), c = NewRequest();
   auto first = store.Start(a, 1);
   ASSERT_TRUE(store.Start(b, 1).ok());
@@ -46,7 +49,9 @@ TEST(JobStoreTest, FinishedJobsExpireAndTheCountIsBounded) {
   EXPECT_EQ(full.status().code(), StatusCode::kResourceExhausted);
   a.done(Internal("engine fault"));
   EXPECT_EQ(store.Get(*first)->state, JobState::kFailed);
-  std::this_thread::sleep_for(60ms);
+  time.Advance(49ms);
+  EXPECT_TRUE(store.Get(*first).ok()) << "not yet past its ttl";
+  time.Advance(1ms);
   EXPECT_EQ(store.Get(*first).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(store.Start(c, 1).ok()) << "the expired job made room; the pending one stays";
   EXPECT_EQ(store.size(), 2u);

@@ -1,0 +1,22 @@
+// Clock and TimeSource: where time decides behaviour (a job's time to live, a model's
+// keep-alive, a failed load's back-off, a retired version's drain bound), the code asks a
+// TimeSource for "now" instead of the clock, so that tests move time by hand (FakeTime in
+// tests/testing/fake_time.h) instead of sleeping. Durations that are measured, not decided on
+// (how long a load took), read the clock itself.
+#pragma once
+
+#include <chrono>
+
+namespace mmserve {
+
+using Clock = std::chrono::steady_clock;
+
+class TimeSource {
+ public:
+  virtual ~TimeSource() = default;
+  virtual Clock::time_point Now() const = 0;
+  // The steady clock itself; lives for the whole program.
+  static const TimeSource& Real();
+};
+
+}  // namespace mmserve

@@ -62,7 +62,7 @@ bool IsLegalTransition(VersionState from, VersionState to) {
       return to == S::kLoading || to == S::kLoadingOnDemand || to == S::kHeld ||
              to == S::kUnloaded;
     case S::kUnloading: return to == S::kUnloaded || to == S::kOnDemand || to == S::kHeld;
-    case S::kHeld: return to == S::kLoading || to == S::kUnloaded;
+    case S::kHeld: return to == S::kLoading;
   }
   return false;
 }

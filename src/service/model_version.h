@@ -2,16 +2,17 @@
 // routes requests to versions; the lifecycle moves them between states; the service counts the
 // requests each one holds.
 //
-//                       ┌──────────── unload (shutdown, retired, a failed reload) ───────────┐
-//                       ▼                                                                     │
-//   kUnloaded ──load──► kLoading ──ok──► kReady ──unload──► kUnloading ──► kUnloaded          │
-//       ▲                  └──error──► kFailed                  │  idle / evicted ─► kOnDemand │
-//       │                                                       │  repository unload ─► kHeld  │
-//   kOnDemand ──a request──► kLoadingOnDemand ──ok──► kReady ───┘                              │
-//       ▲                           └──error──► kFailed (retried on a request after a back-off)│
-//       └───────── back-off over ────────────────────┘                                         │
-//   kHeld ──LoadModel──► kLoading                                                              │
-//   any state ─────────────────────────────────────────────────────────────────────────────────┘
+//   kUnloaded ──load──► kLoading ──ok──► kReady ──unload──► kUnloading ──► kUnloaded
+//                          └──error──► kFailed          (idle or evicted) ──► kOnDemand
+//                                                       (repository unload) ──► kHeld
+//   kOnDemand ──a request──► kLoadingOnDemand ──ok──► kReady
+//                                └──error──► kFailed ──a request after the back-off──┘
+//   kHeld / kFailed / kOnDemand ──LoadModel──► kLoading
+//   kUnloaded, kOnDemand, kFailed, a queued kLoadingOnDemand ──repository unload──► kHeld
+//   kOnDemand, kFailed, a queued kLoadingOnDemand ──shutdown──► kUnloaded
+//   a queued kLoadingOnDemand whose version retired ──► kOnDemand
+//
+// IsLegalTransition() holds exactly these 22 edges (model_version_test counts them).
 //
 // Requests to a kReady version are served; to kOnDemand (or kFailed past its back-off) start
 // one load and wait for it, as do those arriving during kLoadingOnDemand; every other state

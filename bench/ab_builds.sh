@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# A/B of two mmserve binaries (a refactor must not cost speed): both serve the same models at
+# once on 127.0.0.1 and bench/loadgen alternates between them, round after round (the order
+# flips every round), so that the machine's drift falls on both alike. Scenarios: H1's identity
+# request (1 KB INT32, 16 clients) by a worker and inline; P1 tiny (bert-tiny, one text per
+# request, 64 clients) over KServe and over OpenAI /v1/embeddings. Reported: answers/s per round
+# and their ratio (B / A), medians, and each server's CPU time per answer (utime + stime from
+# /proc over the run, warm-up included, divided by the answers over the same span).
+#   bench/ab_builds.sh A_BINARY B_BINARY   (BENCH_SECONDS=5 BENCH_ROUNDS=4)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+A_BIN="$1"
+B_BIN="$2"
+SECS="${BENCH_SECONDS:-5}"
+ROUNDS="${BENCH_ROUNDS:-4}"
+WARMUP=1
+source "$ROOT/bench/lib.sh"
+MODEL="$ROOT/models/generated/bert-tiny.gguf"
+ensure_model "$MODEL" tiny
+TEXT="The quick brown fox jumps over the lazy dog near the river bank."
+
+cat >"$TMP/m.yaml" <<YAML
+global: {thread_num: 2}
+models:
+  - name: echo
+    backend: identity
+    thread_num: 1
+    params: {tensors: [{input: X, output: Y, datatype: INT32}]}
+  - name: echo_inline
+    backend: identity
+    execution: inline
+    params: {tensors: [{input: X, output: Y, datatype: INT32}]}
+  - name: embedder
+    path: $MODEL
+    task: embed
+    max_batch: 64
+    max_queue_delay_ms: 5
+    queue: {max_size: 100000}
+    params: {n_parallel: 64, n_batch: 2048, n_threads: $THREADS}
+YAML
+python3 - "$TMP" "$TEXT" <<'PY'
+import json, sys
+tmp, text = sys.argv[1], sys.argv[2]
+data = list(range(100000, 100140))
+json.dump({"inputs": [{"name": "X", "datatype": "INT32", "shape": [140], "data": data}]},
+          open(f"{tmp}/echo.json", "w"), separators=(",", ":"))
+json.dump({"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": [text]}]},
+          open(f"{tmp}/kserve.json", "w"))
+json.dump({"model": "embedder", "input": text}, open(f"{tmp}/openai.json", "w"))
+PY
+
+declare -A PORT PID
+for side in A B; do
+  bin_var="${side}_BIN"
+  PORT[$side]="$(free_port)"
+  mkdir -p "$TMP/locks-$side"
+  "${!bin_var}" --log-level warn serve "$TMP/m.yaml" --port "${PORT[$side]}" \
+    --lock-dir "$TMP/locks-$side" &
+  PID[$side]=$!
+done
+for side in A B; do wait_ok "127.0.0.1:${PORT[$side]}/v2/health/ready"; done
+
+# name | path | body | expected substring | clients
+SCENARIOS=(
+  "kserve-echo-worker|/v2/models/echo/infer|echo.json|\"Y\"|16"
+  "kserve-echo-inline|/v2/models/echo_inline/infer|echo.json|\"Y\"|16"
+  "kserve-embeddings|/v2/models/embedder/infer|kserve.json|EMBEDDING|64"
+  "openai-embeddings|/v1/embeddings|openai.json|embedding|64"
+)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+for round in $(seq 1 "$ROUNDS"); do
+  order=(A B)
+  ((round % 2 == 0)) && order=(B A)
+  for s in "${SCENARIOS[@]}"; do
+    IFS='|' read -r name path body expect clients <<<"$s"
+    for side in "${order[@]}"; do
+      before=$(cpu_ticks "${PID[$side]}")
+      "$LOAD" --port "${PORT[$side]}" --path "$path" --body-file "$TMP/$body" --expect "$expect" \
+        --concurrency "$clients" --seconds "$SECS" --warmup "$WARMUP" \
+        >"$TMP/$name-$side-$round.json"
+      echo "$(($(cpu_ticks "${PID[$side]}") - before))" >"$TMP/$name-$side-$round.cpu"
+    done
+  done
+done
+for side in A B; do stop "${PID[$side]}"; done
+
+python3 - "$TMP" "$ROUNDS" "$SECS" "$WARMUP" "$(getconf CLK_TCK)" "${SCENARIOS[@]}" <<'PY'
+import json, statistics, sys
+tmp, rounds, secs, warmup, hz = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+names = [s.split("|")[0] for s in sys.argv[6:]]
+print(f"| scenario | A answers/s (median) | B answers/s (median) | B / A per round | median | A CPU µs/answer | B CPU µs/answer |")
+print("|---|---|---|---|---|---|---|")
+errors = []
+for name in names:
+    runs = {side: [json.load(open(f"{tmp}/{name}-{side}-{r}.json")) for r in range(1, rounds + 1)]
+            for side in "AB"}
+    cpu = {side: [int(open(f"{tmp}/{name}-{side}-{r}.cpu").read()) for r in range(1, rounds + 1)]
+           for side in "AB"}
+    for side in "AB":
+        errors += [f"{name} {side}: {r['errors']} errors: {r.get('first_error')}" for r in runs[side] if r["errors"]]
+    ratios = [b["rps"] / a["rps"] for a, b in zip(runs["A"], runs["B"])]
+    med = lambda side: statistics.median(r["rps"] for r in runs[side])
+    # CPU over the whole loadgen run (warm-up included) per answer over the same span.
+    per = lambda side: statistics.median(
+        c / hz * 1e6 / (r["rps"] * (secs + warmup)) for c, r in zip(cpu[side], runs[side]))
+    print(f"| {name} | {med('A'):.0f} | {med('B'):.0f} | {' / '.join(f'{x:.2f}' for x in ratios)} | "
+          f"{statistics.median(ratios):.2f} | {per('A'):.0f} | {per('B'):.0f} |")
+if errors:
+    print("\n".join(errors))
+    sys.exit(1)
+PY

@@ -1,0 +1,63 @@
+#include "service/model_version.h"
+
+#include <gtest/gtest.h>
+
+namespace mmserve {
+namespace {
+
+using S = VersionState;
+
+TEST(ModelVersionTest, TheStateMachineHasTheDrawnEdgesOnly) {
+  // Loads end ready or failed; only a ready version unloads; an unload ends where it was aimed.
+  EXPECT_TRUE(IsLegalTransition(S::kUnloaded, S::kLoading));
+  EXPECT_TRUE(IsLegalTransition(S::kOnDemand, S::kLoadingOnDemand));
+  EXPECT_TRUE(IsLegalTransition(S::kLoading, S::kReady));
+  EXPECT_TRUE(IsLegalTransition(S::kLoading, S::kFailed));
+  EXPECT_TRUE(IsLegalTransition(S::kLoadingOnDemand, S::kReady));
+  EXPECT_TRUE(IsLegalTransition(S::kReady, S::kUnloading));
+  EXPECT_TRUE(IsLegalTransition(S::kUnloading, S::kOnDemand));
+  EXPECT_TRUE(IsLegalTransition(S::kUnloading, S::kHeld));
+  EXPECT_TRUE(IsLegalTransition(S::kFailed, S::kLoadingOnDemand));  // after the back-off
+  EXPECT_TRUE(IsLegalTransition(S::kHeld, S::kLoading));            // LoadModel
+  // What the machine forbids: a ready version loading again, a load skipping its end, an
+  // unload of what is not loaded, leaving held without a load.
+  EXPECT_FALSE(IsLegalTransition(S::kReady, S::kLoading));
+  EXPECT_FALSE(IsLegalTransition(S::kReady, S::kUnloaded));
+  EXPECT_FALSE(IsLegalTransition(S::kLoading, S::kUnloaded));
+  EXPECT_FALSE(IsLegalTransition(S::kUnloaded, S::kReady));
+  EXPECT_FALSE(IsLegalTransition(S::kOnDemand, S::kUnloading));
+  EXPECT_FALSE(IsLegalTransition(S::kHeld, S::kOnDemand));
+  EXPECT_FALSE(IsLegalTransition(S::kUnloading, S::kReady));
+  int edges = 0;
+  for (int from = 0; from <= static_cast<int>(S::kHeld); ++from) {
+    EXPECT_FALSE(IsLegalTransition(static_cast<S>(from), static_cast<S>(from)))
+        << VersionStateName(static_cast<S>(from)) << " to itself";
+    for (int to = 0; to <= static_cast<int>(S::kHeld); ++to) {
+      edges += IsLegalTransition(static_cast<S>(from), static_cast<S>(to));
+    }
+  }
+  EXPECT_EQ(edges, 22) << "an edge added or removed: redraw model_version.h";
+}
+
+TEST(ModelVersionTest, FrontendsSeeTheRepositoryApisStates) {
+  EXPECT_EQ(PublicState(S::kOnDemand), ModelState::kNotLoaded);
+  EXPECT_EQ(PublicState(S::kLoadingOnDemand), ModelState::kLoading);
+  EXPECT_EQ(PublicState(S::kFailed), ModelState::kUnavailable);
+  EXPECT_EQ(PublicState(S::kHeld), ModelState::kUnavailable);
+  EXPECT_EQ(ModelStateName(PublicState(S::kReady)), "READY");
+}
+
+TEST(ModelVersionTest, AnOnDemandVersionStartsLoadableAndSaysSo) {
+  ModelConfig config;
+  config.name = "m";
+  config.version = 2;
+  config.load = LoadMode::kOnDemand;
+  ModelVersion version(config, "host");
+  const ModelInfo info = version.Snapshot();
+  EXPECT_EQ(info.state, ModelState::kNotLoaded);
+  EXPECT_EQ(info.reason, "loads on its first request (load: on_demand)");
+  EXPECT_EQ(version.VersionName(), "m v2");
+}
+
+}  // namespace
+}  // namespace mmserve

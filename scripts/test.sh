@@ -87,7 +87,7 @@ CC=clang-14 CXX=clang++-14 cmake -S "$ROOT" -B "$ROOT/build-clang" -G Ninja -DCM
   -DCMAKE_CXX_FLAGS_DEBUG="-g -O0" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMMSERVE_THREAD_SAFETY=ON >/dev/null
 unit_targets=$(find tests -name '*_test.cc' -not -path 'tests/integration/*' -not -path 'tests/fuzz/*' \
   -not -name llama_backend_test.cc -exec basename {} .cc \;)
-cmake --build build-clang -j "$JOBS" --target $unit_targets | grep -E 'FAILED|error' || true
+cmake --build build-clang -j "$JOBS" --target $unit_targets | grep -E 'FAILED|error:' || true
 cmake --build build-clang -j "$JOBS" --target $unit_targets >/dev/null
 run_ctest build-clang unit
 

@@ -7,6 +7,7 @@
 //   service/model_version.h   one version and the state machine of its life
 //   service/lifecycle.h       loads, unloads, eviction within budgets; loader and reaper threads
 //   service/config_source.h   the YAML file, repository API entries, and the file watch
+//   service/served_set.h      reload, repository load/unload: diff, load, publish, retire
 //   service/job_store.h       asynchronous jobs
 //
 // Loading: `load: startup` versions load in LoadStartupModels(); `load: on_demand` versions (and
@@ -45,6 +46,7 @@
 #include "service/lifecycle.h"
 #include "service/model_registry.h"
 #include "service/model_version.h"
+#include "service/served_set.h"
 
 namespace mmserve {
 
@@ -122,13 +124,6 @@ class InferenceService {
   // The reaper's tick: a reload when the watched files changed.
   void Tick(Clock::time_point now);
 
-  // The loader thread's side of Reload/LoadModel/UnloadModel.
-  Result<ReloadReport> ApplyConfig(ServerConfig next);
-  Result<ReloadReport> DoLoadModel(const std::string& name, std::optional<nlohmann::json> entry);
-  Result<ReloadReport> DoUnloadModel(const std::string& name);
-  // Publishes `model` under `name` (nullptr removes it); requests parked on the versions it
-  // retires are routed anew.
-  void Publish(const std::string& name, std::shared_ptr<const ServedModel> model);
 
   const BackendRegistry& backends_;  // not owned
   const TimeSource& time_;           // not owned
@@ -136,6 +131,7 @@ class InferenceService {
   JobStore jobs_;  // before the models: outlives every model's callbacks
   ModelRegistry registry_;
   Lifecycle lifecycle_;  // its threads stop in Shutdown
+  ServedSetChanges changes_;  // the loader thread's
   ConfigWatch watch_;    // the reaper's
 
   std::atomic<bool> accepting_{true};

@@ -2,8 +2,8 @@
 """Size limits the style guide sets for src/ (run by scripts/test.sh):
 no file over 600 lines, no function over 80 lines.
 
-A function is a definition that starts at the start of a line (namespace scope) or one level
-into a class, and ends at its matching closing brace; lambdas count toward the function they
+A function is a "{" whose preceding code (since the last ; { or }) ends a parameter list, at
+namespace or class scope, up to its matching closing brace; lambdas count toward the function they
 are written in. Comments and string literals are skipped when braces are counted.
 
 Usage: check_sizes.py [SRC_DIR]   (default: the repository's src/)
@@ -14,12 +14,6 @@ import sys
 
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 80
-
-# A line that opens a function body: a parameter list's closing parenthesis, then qualifiers,
-# an initializer list or a trailing return type, then "{" at the end.
-OPENS_BODY = re.compile(r"\)[^;{}]*\{\s*$|^\s*:\s.*\{\s*$|^\s*(,|:)\s*\w+[({].*\{\s*$")
-NOT_FUNCTION = re.compile(r"^\s*(namespace|class|struct|union|enum|extern)\b|=\s*\{?\s*$|\bswitch\b|\bif\b|\bfor\b|\bwhile\b")
-
 
 def strip(line, state):
     """The line without comments and literals; state carries a block comment across lines."""

@@ -101,6 +101,7 @@ struct ModelConfig {
 struct JobsConfig {
   int64_t max = 1000;
   std::chrono::milliseconds ttl{600'000};
+  bool operator==(const JobsConfig&) const = default;
 };
 
 // The start-up check that the models fit: Σ(start-up estimates) × factor must stay under
@@ -108,6 +109,7 @@ struct JobsConfig {
 struct PreflightConfig {
   double factor = 1.2;
   double max_fill = 0.9;
+  bool operator==(const PreflightConfig&) const = default;
 };
 
 struct GlobalConfig {

@@ -19,13 +19,6 @@ auto Fields(const GlobalConfig& g) {
                   priority_linger);
 }
 
-bool operator!=(const PreflightConfig& a, const PreflightConfig& b) {
-  return a.factor != b.factor || a.max_fill != b.max_fill;
-}
-bool operator!=(const JobsConfig& a, const JobsConfig& b) {
-  return a.max != b.max || a.ttl != b.ttl;
-}
-
 // A setting and when its change takes effect.
 enum class Takes { kRestart, kReload };
 struct Field {

@@ -71,6 +71,10 @@ class InferenceService {
                              const std::string& label = {}) const;
   // Every version of every model, in file order (models added through LoadModel last).
   std::vector<ModelInfo> ListModels() const;
+  // The names of the models serving `task` (file order), without snapshotting their state.
+  std::vector<std::string> ModelsServing(const std::string& task) const {
+    return registry_.NamesServing(task);
+  }
   // The version a request for `ref` goes to (the canary drawn with `request_id`), its config
   // and signature, without a snapshot of its state. A frontend that checks a request against
   // it submits the request pinned to that version (model_version), so both see one version.

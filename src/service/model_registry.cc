@@ -1,5 +1,6 @@
 #include "service/model_registry.h"
 
+#include <algorithm>
 #include <charconv>
 #include <random>
 
@@ -142,6 +143,13 @@ Result<ModelDescription> ModelRegistry::Describe(const ModelRef& ref,
   return out;
 }
 
+ModelInfo ModelRegistry::SnapshotOf(const ModelVersion& version, const ServedModel& model) {
+  ModelInfo info = version.Snapshot();
+  for (const auto& [v, e] : model.versions) info.versions.push_back(v);
+  info.labels = model.labels;
+  return info;
+}
+
 Result<ModelInfo> ModelRegistry::Get(const ModelRef& ref) const {
   ReaderLock lock(mu_);
   auto it = models_.find(ref.name);
@@ -151,10 +159,7 @@ Result<ModelInfo> ModelRegistry::Get(const ModelRef& ref) const {
   if (pinned.version == 0 && pinned.label.empty()) pinned.version = model.default_version;
   auto version = Route(model, pinned, {});
   if (!version.ok()) return version.status();
-  ModelInfo info = (*version)->Snapshot();
-  for (const auto& [v, e] : model.versions) info.versions.push_back(v);
-  info.labels = model.labels;
-  return info;
+  return SnapshotOf(**version, model);
 }
 
 std::vector<ModelInfo> ModelRegistry::List() const {
@@ -165,12 +170,21 @@ std::vector<ModelInfo> ModelRegistry::List() const {
     if (model == models_.end()) continue;
     auto version = model->second->versions.find(m.version);
     if (version == model->second->versions.end()) continue;
-    ModelInfo info = version->second->Snapshot();
-    for (const auto& [v, e] : model->second->versions) info.versions.push_back(v);
-    info.labels = model->second->labels;
-    out.push_back(std::move(info));
+    out.push_back(SnapshotOf(*version->second, *model->second));
   }
   return out;
+}
+
+std::vector<std::string> ModelRegistry::NamesServing(const std::string& task) const {
+  ReaderLock lock(mu_);
+  std::vector<std::string> names;
+  for (const auto& m : config_.models) {
+    if (m.task == task && models_.count(m.name) &&
+        std::find(names.begin(), names.end(), m.name) == names.end()) {
+      names.push_back(m.name);
+    }
+  }
+  return names;
 }
 
 std::shared_ptr<const ServedModel> ModelRegistry::Find(const std::string& name) const {

@@ -104,6 +104,8 @@ class ModelRegistry {
   // For metadata and readiness: without version or label, the default version (no canary draw).
   Result<ModelInfo> Get(const ModelRef& ref) const;
   std::vector<ModelInfo> List() const;  // every version in file order
+  // The names of the models serving `task`, each once, in file order (no snapshot taken).
+  std::vector<std::string> NamesServing(const std::string& task) const;
 
   std::shared_ptr<const ServedModel> Find(const std::string& name) const;
   Models models() const;
@@ -125,6 +127,8 @@ class ModelRegistry {
   void ReplaceConfigs(const std::string& name, const std::vector<ModelConfig>& configs);
 
  private:
+  // The version's snapshot with its model's versions and labels.
+  static ModelInfo SnapshotOf(const ModelVersion& version, const ServedModel& model);
   static bool Retired(ModelVersion& version);
   static Result<std::shared_ptr<ModelVersion>> Route(const ServedModel& model,
                                                      const ModelRef& ref,

@@ -171,13 +171,7 @@ Result<ModelDescription> ResolveModel(const InferenceService& service, const jso
     }
     name = model->get<std::string>();
   } else {
-    std::vector<std::string> names;
-    for (const auto& info : service.ListModels()) {
-      if (info.config.task == task &&
-          std::find(names.begin(), names.end(), info.config.name) == names.end()) {
-        names.push_back(info.config.name);
-      }
-    }
+    const std::vector<std::string> names = service.ModelsServing(task);
     if (names.empty()) return NotFound("model: no " + task + " model is served");
     if (names.size() > 1) {
       return FieldError("model", "required: several " + task + " models are served (" +

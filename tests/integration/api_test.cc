@@ -354,6 +354,12 @@ TEST(CanaryApiTest, EmbeddingsResolveTheVersionOnceSoDimensionsHold) {
   // Both versions drew requests (each of 40 draws is a coin flip).
   EXPECT_GT(narrow, 0);
   EXPECT_GT(refused, 0);
+  // Without a `model`, the one model serving the task answers; no such model is a 404.
+  auto only = client.Post("/v1/embeddings", json{{"input", "hello"}}.dump());
+  EXPECT_EQ(only.status, 200) << only.body;
+  auto none = client.Post("/v1/rerank", json{{"query", "q"}, {"documents", {"a"}}}.dump());
+  EXPECT_EQ(none.status, 404) << none.body;
+  EXPECT_THAT(none.body, HasSubstr("model: no rerank model is served"));
 }
 
 TEST_F(ApiTest, ModelsConfigAndMetricsAfterTraffic) {

@@ -41,7 +41,17 @@ std::string Status::ToString() const {
 
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
-  return Status(code(), std::string(context) + ": " + rep_->message);
+  Status s;
+  s.rep_ = std::make_shared<const Rep>(
+      Rep{code(), std::string(context) + ": " + rep_->message, rep_->retry_after_s});
+  return s;
+}
+
+Status Status::WithRetryAfter(int64_t seconds) const {
+  if (ok()) return *this;
+  Status s;
+  s.rep_ = std::make_shared<const Rep>(Rep{code(), rep_->message, seconds});
+  return s;
 }
 
 Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }

@@ -50,10 +50,15 @@ class [[nodiscard]] Status {
   // Returns this status with "context: " prepended to the message (OK stays OK).
   Status WithContext(std::string_view context) const;
 
+  // When a retry may succeed, in seconds (HTTP Retry-After); 0 = not said. Kept by WithContext.
+  int64_t retry_after_s() const { return rep_ ? rep_->retry_after_s : 0; }
+  Status WithRetryAfter(int64_t seconds) const;
+
  private:
   struct Rep {
     StatusCode code;
     std::string message;
+    int64_t retry_after_s = 0;
   };
   std::shared_ptr<const Rep> rep_;  // null means OK
 };

@@ -140,6 +140,7 @@ class Parser {
     if (auto breaker = r.Map("breaker")) {
       ParamReader b(*breaker, errors_);
       m.breaker.failures = static_cast<int>(b.Int("failures", m.breaker.failures, 0, 1'000'000));
+      m.breaker.timeouts = static_cast<int>(b.Int("timeouts", m.breaker.timeouts, 0, 1'000'000));
       m.breaker.cooldown = std::chrono::milliseconds(
           b.Int("cooldown_ms", m.breaker.cooldown.count(), 1, kMaxTimeoutMs));
       b.Finish();

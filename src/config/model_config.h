@@ -33,9 +33,11 @@ struct QueueConfig {
   std::map<int, LevelPolicy> levels;
 };
 
-// Consecutive timeouts or failures that take a model out of service, and for how long.
+// Consecutive failures, or consecutive timeouts, that take a model out of service, and for how
+// long. A success resets both counts; 0 = that count never opens the breaker.
 struct BreakerConfig {
-  int failures = 5;  // 0 = never open
+  int failures = 5;  // executions the backend failed (5xx), device errors
+  int timeouts = 5;  // executions that ran past their request's deadline (504)
   std::chrono::milliseconds cooldown{10'000};
 };
 

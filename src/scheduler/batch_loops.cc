@@ -93,9 +93,11 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
 
     CountExecution(execution, end - start);
     for (size_t i = 0; i < batch.size(); ++i) {
-      if (!dones[i]) continue;
+      if (!dones[i]) continue;  // the watchdog answered it
       Finish(batch[i]->ledger, std::move(dones[i]),
-             status.ok() ? std::move(items[i].result) : Result<InferResponse>(status));
+             end > batch[i]->deadline ? Overrun(*batch[i], end)
+             : status.ok()            ? std::move(items[i].result)
+                                      : Result<InferResponse>(status));
     }
     batch.clear();  // destroys the requests before the lock is taken again
     if (reported && instance->Abort()) instance = Restart(index, std::move(instance));

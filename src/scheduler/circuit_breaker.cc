@@ -1,5 +1,7 @@
 #include "scheduler/circuit_breaker.h"
 
+#include <algorithm>
+
 #include "common/logging.h"
 
 namespace mmserve {
@@ -27,15 +29,18 @@ Status CircuitBreaker::Admit(Clock::time_point now, Ticket& ticket) {
     return Status::Ok();
   }
   std::string retry;
+  int64_t retry_after_s = 1;
   if (state_ == State::kOpen) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         options_.cooldown - (now - opened_at_));
     retry = "; a probe request is let through in " + std::to_string(left.count()) + " ms";
+    retry_after_s = std::max<int64_t>(1, (left.count() + 999) / 1000);
   } else {
     retry = "; a probe request is checking whether it recovered";
   }
   return Unavailable("model '" + model_ + "' is out of service (circuit breaker open): " +
-                     reason_ + retry);
+                     reason_ + retry)
+      .WithRetryAfter(retry_after_s);
 }
 
 void CircuitBreaker::Record(const Ticket& ticket, Outcome outcome, const std::string& what,
@@ -46,23 +51,33 @@ void CircuitBreaker::Record(const Ticket& ticket, Outcome outcome, const std::st
     if (state_ != State::kHalfOpen) return;  // tripped again meanwhile
     if (outcome == Outcome::kSuccess) {
       state_ = State::kClosed;
-      consecutive_ = 0;
+      failures_ = timeouts_ = 0;
       reason_.clear();
       spdlog::info("model {}: circuit breaker closed; the probe request succeeded", model_);
-    } else if (outcome == Outcome::kFailure) {
-      Open("the probe request failed: " + what, now);
+    } else if (outcome == Outcome::kFailure || outcome == Outcome::kTimeout) {
+      Open("the probe request " +
+               std::string(outcome == Outcome::kTimeout ? "timed out: " : "failed: ") + what,
+           now);
     }
     return;
   }
   if (state_ != State::kClosed) return;  // requests admitted before it opened say nothing new
-  if (outcome == Outcome::kSuccess) {
-    consecutive_ = 0;
-  } else if (outcome == Outcome::kFailure) {
-    ++consecutive_;
-    if (options_.failures > 0 && consecutive_ >= options_.failures) {
-      Open(std::to_string(consecutive_) + " consecutive failures or timeouts, the last: " + what,
-           now);
-    }
+  switch (outcome) {
+    case Outcome::kSuccess:
+      failures_ = timeouts_ = 0;
+      break;
+    case Outcome::kFailure:
+      if (++failures_; options_.failures > 0 && failures_ >= options_.failures) {
+        Open(std::to_string(failures_) + " consecutive failures, the last: " + what, now);
+      }
+      break;
+    case Outcome::kTimeout:
+      if (++timeouts_; options_.timeouts > 0 && timeouts_ >= options_.timeouts) {
+        Open(std::to_string(timeouts_) + " consecutive timeouts, the last: " + what, now);
+      }
+      break;
+    case Outcome::kNeutral:
+      break;
   }
 }
 
@@ -74,7 +89,7 @@ void CircuitBreaker::Trip(const std::string& why, Clock::time_point now) {
 void CircuitBreaker::Open(std::string why, Clock::time_point now) {
   state_ = State::kOpen;
   opened_at_ = now;
-  consecutive_ = 0;
+  failures_ = timeouts_ = 0;
   reason_ = std::move(why);
   ++times_opened_;
   spdlog::warn("model {}: circuit breaker open for {} ms: {}", model_, options_.cooldown.count(),

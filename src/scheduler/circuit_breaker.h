@@ -1,7 +1,8 @@
-// CircuitBreaker: takes a model out of service after N consecutive timeouts or failures, lets
-// one probe request through after a cool-down, and puts the model back when the probe succeeds.
+// CircuitBreaker: takes a model out of service after N consecutive failures or M consecutive
+// timeouts (the template's "N timeouts → unavailable → 503"), lets one probe request through
+// after a cool-down, and puts the model back when the probe succeeds.
 //
-//   kClosed ──N consecutive failures / Trip()──► kOpen ──cool-down passed, next request──► kHalfOpen
+//   kClosed ──N failures / M timeouts / Trip()──► kOpen ──cool-down passed, next request──► kHalfOpen
 //      ▲                                           ▲                                         │
 //      └──────────── the probe succeeds ───────────┴────────── the probe fails ──────────────┘
 //
@@ -13,6 +14,7 @@
 
 #include "common/mutex.h"
 #include "common/status.h"
+#include "config/model_config.h"
 
 namespace mmserve {
 
@@ -20,12 +22,12 @@ class CircuitBreaker {
  public:
   using Clock = std::chrono::steady_clock;
   enum class State { kClosed, kOpen, kHalfOpen };
-  enum class Outcome { kSuccess, kFailure, kNeutral };  // kNeutral: says nothing about the model
+  // kTimeout: the execution ran past its request's deadline. kNeutral: says nothing about the
+  // model (the client cancelled, the queue was full, the request expired while queued).
+  enum class Outcome { kSuccess, kFailure, kTimeout, kNeutral };
 
-  struct Options {
-    int failures = 5;  // consecutive failures that open the breaker; 0 = never (Trip() still does)
-    std::chrono::milliseconds cooldown{10'000};
-  };
+  // failures / timeouts: the consecutive counts that open it; 0 = never (Trip() still does).
+  using Options = BreakerConfig;
 
   // The ticket of one admitted request, handed back to Record().
   struct Ticket {
@@ -36,7 +38,7 @@ class CircuitBreaker {
       : model_(std::move(model)), options_(options) {}
 
   // OK (with a ticket) when a request may go ahead; Unavailable with the reason when the breaker
-  // is open, or half-open with its probe still out.
+  // is open (its retry_after_s() the cool-down left), or half-open with its probe still out.
   Status Admit(Clock::time_point now, Ticket& ticket);
   // The outcome of an admitted request; `what` describes a failure for the reason text.
   void Record(const Ticket& ticket, Outcome outcome, const std::string& what,
@@ -55,7 +57,8 @@ class CircuitBreaker {
   const Options options_;
   mutable Mutex mu_;
   State state_ GUARDED_BY(mu_) = State::kClosed;
-  int consecutive_ GUARDED_BY(mu_) = 0;
+  int failures_ GUARDED_BY(mu_) = 0;  // consecutive, since the last success
+  int timeouts_ GUARDED_BY(mu_) = 0;  // consecutive, since the last success
   bool probe_out_ GUARDED_BY(mu_) = false;
   Clock::time_point opened_at_ GUARDED_BY(mu_);
   std::string reason_ GUARDED_BY(mu_);

@@ -15,6 +15,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// The watchdog wakes at the next deadline or report due, and at least this often.
+constexpr auto kWatchCap = 100ms;
+
 
 int64_t Millis(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
@@ -59,8 +62,9 @@ CircuitBreaker::Outcome OutcomeOf(const Status& s) {
     case StatusCode::kAlreadyExists:
       return CircuitBreaker::Outcome::kSuccess;
     case StatusCode::kCancelled:
-    case StatusCode::kResourceExhausted:
       return CircuitBreaker::Outcome::kNeutral;
+    case StatusCode::kDeadlineExceeded:
+      return CircuitBreaker::Outcome::kTimeout;
     default:
       return CircuitBreaker::Outcome::kFailure;
   }
@@ -175,6 +179,7 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
   const LevelPolicy& policy = options_.levels[static_cast<size_t>(p->level)];
   request->deadline = std::min(request->deadline, request->arrival + policy.timeout);
   p->deadline = request->deadline;
+  p->arrival = request->arrival;
   p->ledger.enqueued = now;
   p->done = std::move(request->done);
   p->request = std::move(request);
@@ -195,6 +200,7 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
                                    std::to_string(policy.max_size) + " requests)");
     } else {
       p->ledger.seq = next_seq_++;
+      if (p->deadline < watch_next_) watch_cv_.notify_one();
       queue.push_back(std::move(p));
       ++queued_;
       if (options_.gate) options_.gate->Enter(options_.default_priority);
@@ -227,7 +233,9 @@ void ModelScheduler::ExecuteInline(std::unique_ptr<Pending> p) {
     BatchItem item{p->request.get()};
     Execution execution{.items = BatchView(&item, 1), .tier = 1};
     Status status = inline_instance_->Execute(execution);
-    CountExecution(execution, Clock::now() - start);
+    const auto end = Clock::now();
+    CountExecution(execution, end - start);
+    if (end > p->deadline) return Overrun(*p, end);
     return status.ok() ? std::move(item.result) : Result<InferResponse>(status);
   }();
   {
@@ -327,7 +335,8 @@ void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferRes
       ++stats_.expired;
     } else if (status.code() == StatusCode::kCancelled) {
       ++stats_.cancelled;
-    } else if (OutcomeOf(status) == CircuitBreaker::Outcome::kFailure) {
+    } else if (OutcomeOf(status) == CircuitBreaker::Outcome::kFailure ||
+               OutcomeOf(status) == CircuitBreaker::Outcome::kTimeout) {
       ++stats_.failure;
     } else {
       ++stats_.success;  // answered, with the request's own error
@@ -434,80 +443,107 @@ void ModelScheduler::GiveWay(int index, std::stop_token stop) {
   stats_.yield_ns += Nanos(waited);
 }
 
+Clock::time_point ModelScheduler::NextWatch(Clock::time_point now) const {
+  // A client that leaves while queued is noticed within kWatchCap.
+  Clock::time_point next = now + kWatchCap;
+  for (const auto& queue : queues_) {
+    for (const auto& p : queue) next = std::min(next, p->deadline);
+  }
+  for (const Running& r : running_) {
+    if (!r.active) continue;
+    for (const Pending* p : r.pendings) {
+      if (p->done) next = std::min(next, p->deadline);
+    }
+    if (!r.reported && !r.paused && r.deadline != Clock::time_point::min()) {
+      next = std::min(next, r.deadline + r.paused_for + options_.watchdog_margin);
+    }
+  }
+  return std::max(next, now + 1ms);
+}
+
+void ModelScheduler::CollectDead(Clock::time_point now, std::vector<Answer>& answers) {
+  for (auto& queue : queues_) {
+    for (auto it = queue.begin(); it != queue.end();) {
+      if (Status s = DeadOutcome(**it, now); !s.ok()) {
+        answers.push_back({(*it)->ledger, std::move((*it)->done), std::move(s), std::move(*it)});
+        it = queue.erase(it);
+        --queued_;
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Executing requests whose deadline passed are answered now; the execution goes on, and its
+  // result for them is discarded.
+  for (Running& r : running_) {
+    if (!r.active) continue;
+    for (Pending* p : r.pendings) {
+      if (!p->done || p->deadline > now) continue;
+      answers.push_back({p->ledger, std::move(p->done), Overrun(*p, now)});
+    }
+  }
+}
+
+Status ModelScheduler::Overrun(const Pending& p, Clock::time_point now) const {
+  return DeadlineExceeded(
+      "request to '" + options_.model + "' timed out: its execution ran past the request's " +
+      std::to_string(Millis(p.deadline - p.arrival)) + " ms deadline (" +
+      std::to_string(Millis(now - p.ledger.started)) + " ms executing); its result is discarded");
+}
+
+void ModelScheduler::CollectHung(Clock::time_point now, std::vector<Answer>& answers) {
+  for (size_t w = 0; w < running_.size(); ++w) {
+    Running& r = running_[w];
+    if (!r.active || r.reported || r.paused || r.deadline == Clock::time_point::min() ||
+        now < r.deadline + r.paused_for + options_.watchdog_margin) {
+      continue;
+    }
+    r.reported = true;
+    const Stage stage = r.execution ? r.execution->stage.load() : Stage::kExecute;
+    const std::string report =
+        "model '" + options_.model + "' version " + std::to_string(options_.version) +
+        ": an execution of a batch of " + std::to_string(r.batch) + " in stage " +
+        std::string(StageName(stage)) + " has run " + std::to_string(Millis(now - r.start)) +
+        " ms, " + std::to_string(Millis(now - r.deadline)) + " ms past its deadline (worker " +
+        std::to_string(w) + ")";
+    const Status hung = DeadlineExceeded("the execution hung: " + report);
+    if (r.execution) {
+      for (Pending* p : r.pendings) {
+        if (p->done) answers.push_back({p->ledger, std::move(p->done), hung});
+      }
+    } else {
+      for (auto& entry : active_[w]) {
+        auto& p = entry.second;
+        answers.push_back({p->ledger, std::move(p->done), hung, std::move(p)});
+      }
+      executing_ -= static_cast<int64_t>(active_[w].size());
+      active_[w].clear();
+    }
+    spdlog::error("watchdog: {}; its requests are answered 504 and the model is taken out of "
+                  "service",
+                  report);
+    // Quarantine before the abort, so no new request reaches the instance being replaced.
+    breaker_.Trip("watchdog: " + report, now);
+    if (r.instance) r.instance->Abort();
+    std::lock_guard stats_lock(stats_mu_);
+    ++stats_.watchdog_reports;
+  }
+}
+
 void ModelScheduler::WatchdogLoop(std::stop_token stop) {
-  const auto tick = std::clamp<std::chrono::milliseconds>(options_.watchdog_margin / 4, 5ms, 100ms);
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
-    watch_cv_.wait_for(lock, stop, tick, [] { return false; });
+    watch_next_ = NextWatch(Clock::now());
+    watch_cv_.wait_until(lock, stop, watch_next_, [] { return false; });
     if (stop.stop_requested()) return;
     const auto now = Clock::now();
-
-    // Queued requests whose deadline passed, or whose client left, are answered now.
-    std::vector<std::pair<std::unique_ptr<Pending>, Status>> dead;
-    for (auto& queue : queues_) {
-      for (auto it = queue.begin(); it != queue.end();) {
-        if (Status s = DeadOutcome(**it, now); !s.ok()) {
-          dead.emplace_back(std::move(*it), std::move(s));
-          it = queue.erase(it);
-          --queued_;
-        } else {
-          ++it;
-        }
-      }
-    }
-
-    // Executions past their deadline by the margin: report once, answer 504, quarantine.
-    struct Hung {
-      std::vector<std::pair<Ledger, InferCallback>> requests;
-      std::vector<std::unique_ptr<Pending>> owned;  // continuous: taken out of active_
-      std::string report;
-    };
-    std::vector<Hung> hung;
-    for (size_t w = 0; w < running_.size(); ++w) {
-      Running& r = running_[w];
-      if (!r.active || r.reported || r.paused || r.deadline == Clock::time_point::min() ||
-          now < r.deadline + r.paused_for + options_.watchdog_margin) {
-        continue;
-      }
-      r.reported = true;
-      Hung h;
-      const Stage stage = r.execution ? r.execution->stage.load() : Stage::kExecute;
-      h.report = "model '" + options_.model + "' version " + std::to_string(options_.version) +
-                 ": an execution of a batch of " + std::to_string(r.batch) + " in stage " +
-                 std::string(StageName(stage)) + " has run " + std::to_string(Millis(now - r.start)) +
-                 " ms, " + std::to_string(Millis(now - r.deadline)) +
-                 " ms past its deadline (worker " + std::to_string(w) + ")";
-      if (r.execution) {
-        for (Pending* p : r.pendings) h.requests.emplace_back(p->ledger, std::move(p->done));
-      } else {
-        for (auto& entry : active_[w]) {
-          auto& p = entry.second;
-          h.requests.emplace_back(p->ledger, std::move(p->done));
-          h.owned.push_back(std::move(p));
-        }
-        executing_ -= static_cast<int64_t>(active_[w].size());
-        active_[w].clear();
-      }
-      spdlog::error("watchdog: {}; its requests are answered 504 and the model is taken out of "
-                    "service",
-                    h.report);
-      // Quarantine before the abort, so no new request reaches the instance being replaced.
-      breaker_.Trip("watchdog: " + h.report, now);
-      if (r.instance) r.instance->Abort();
-      hung.push_back(std::move(h));
-    }
-    if (dead.empty() && hung.empty()) continue;
+    std::vector<Answer> answers;
+    CollectDead(now, answers);
+    CollectHung(now, answers);
+    if (answers.empty()) continue;
     lock.unlock();
-    for (auto& [p, s] : dead) Finish(p->ledger, std::move(p->done), std::move(s));
-    for (auto& h : hung) {
-      {
-        std::lock_guard stats_lock(stats_mu_);
-        ++stats_.watchdog_reports;
-      }
-      for (auto& [ledger, done] : h.requests) {
-        Finish(ledger, std::move(done), DeadlineExceeded("the execution hung: " + h.report));
-      }
-    }
+    for (auto& a : answers) Finish(a.ledger, std::move(a.done), std::move(a.status));
+    answers.clear();  // destroys the requests it owns before the lock is taken again
     cv_.notify_all();
     lock.lock();
   }

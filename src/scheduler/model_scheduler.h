@@ -11,12 +11,16 @@
 //   worker i ── its own Instance ── Execute(batch at the smallest tier that holds it)
 //                 │
 //                 ▼
-//   Finish: breaker outcome, statistics, (preserve_ordering: responses leave in arrival order)
+//   Finish: breaker outcome (success, failure, timeout or neutral), statistics,
+//           (preserve_ordering: responses leave in arrival order)
 //
-// The watchdog thread answers queued requests the moment their deadline passes (even when
-// every worker is stuck), and reports an execution still running `watchdog_margin` past its
-// deadline once — model, version, batch size, stage, elapsed time — answers its requests 504,
-// opens the breaker and aborts the instance, which the worker then replaces.
+// Deadlines are kept to the millisecond: the watchdog thread wakes at the next deadline and
+// answers 504 then — a queued request (never executed, neutral for the breaker) or an executing
+// one (its execution goes on; the late result is discarded; a timeout for the breaker, like
+// an execution that returns after its deadline). It also reports an execution still running
+// `watchdog_margin` past its deadline once — model, version, batch size, stage, elapsed time —
+// opens the breaker and aborts the instance, which the worker then replaces. A continuous
+// (generation) instance ends its sequences at its next step past their deadline itself.
 //
 // Across models: with a PriorityGate (one per device), the model's priority is its level there;
 // while a more important model on the device is busy, the workers start nothing and an
@@ -146,6 +150,7 @@ class ModelScheduler {
   struct Ledger;
   struct Pending;
   struct Running;
+  struct Answer;
   class Yielder;
 
   ModelScheduler(Options options, Session& session);
@@ -153,6 +158,14 @@ class ModelScheduler {
   void BatchLoop(std::stop_token stop, int index, std::unique_ptr<Instance> instance);
   void ContinuousLoop(std::stop_token stop, int index, std::unique_ptr<Instance> instance);
   void WatchdogLoop(std::stop_token stop);
+  // The watchdog's parts, under mu_: when to wake next; queued requests that expired or were
+  // cancelled, and executing ones past their deadline (answered now, the result discarded);
+  // executions past deadline + margin (reported, breaker tripped, instance aborted).
+  Clock::time_point NextWatch(Clock::time_point now) const;
+  void CollectDead(Clock::time_point now, std::vector<Answer>& answers);
+  void CollectHung(Clock::time_point now, std::vector<Answer>& answers);
+  // 504 for a request whose execution ran past its deadline; counted as a timeout.
+  Status Overrun(const Pending& p, Clock::time_point now) const;
   // Pops up to `n` live requests, highest level first; expired and cancelled ones met on the
   // way are moved to `dead` with their outcome.
   std::vector<std::unique_ptr<Pending>> TakeRequests(
@@ -191,6 +204,7 @@ class ModelScheduler {
   bool accepting_ = true;    // guarded by mu_
   int64_t executing_ = 0;    // guarded by mu_
   uint64_t next_seq_ = 0;    // guarded by mu_
+  Clock::time_point watch_next_;  // guarded by mu_: when the watchdog wakes next
   int instances_ready_ = 0;  // guarded by mu_
   Status instance_error_;    // guarded by mu_
   std::vector<Running> running_;  // guarded by mu_; one per worker

@@ -30,7 +30,16 @@ struct ModelScheduler::Pending {
   InferCallback done;                     // taken exactly once, under mu_ once executing
   Ledger ledger;
   int level = kDefaultPriority;
+  Clock::time_point arrival;  // the request's
   Clock::time_point deadline;
+};
+
+// A request the watchdog answers, once it has released mu_.
+struct ModelScheduler::Answer {
+  Ledger ledger;
+  InferCallback done;
+  Status status;
+  std::unique_ptr<Pending> owned;  // set when the request left its queue or instance here
 };
 
 // What a worker is executing now, for the watchdog.

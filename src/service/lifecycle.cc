@@ -45,7 +45,7 @@ ModelScheduler::Options SchedulerOptions(const ModelConfig& m, const Session& se
           .preserve_ordering = m.preserve_ordering,
           .default_priority = m.priority,
           .levels = version.levels(),
-          .breaker = {.failures = m.breaker.failures, .cooldown = m.breaker.cooldown},
+          .breaker = m.breaker,
           .watchdog_margin = m.watchdog_margin,
           .cpu_affinity = m.cpu_affinity,
           .nice = m.nice,

@@ -50,6 +50,15 @@ models:
     params:
       latency_ms: 200
       tensors: [{input: TEXT, output: ECHO, datatype: BYTES, shape: [-1]}]
+  - name: overrun          # every execution takes 600 ms, six times its timeout
+    backend: identity
+    timeout_ms: 100
+    thread_num: 3
+    watchdog_margin_ms: 60000
+    breaker: {timeouts: 3, cooldown_ms: 60000}
+    params:
+      latency_ms: 600
+      tensors: [{input: TEXT, output: ECHO, datatype: BYTES, shape: [-1]}]
   - name: batched
     backend: identity
     batch_tiers: [1, 2, 4, 8]
@@ -111,13 +120,16 @@ TEST_F(SchedulingTest, AHungExecutionIsReportedOnceAndFencedOffWhileOthersServe)
     ASSERT_EQ(res.status, 200) << res.body;
     std::this_thread::sleep_for(10ms);
   }
+  // The client is answered at its deadline; the hang is reported at deadline + margin.
   HttpResult res = hung.get();
   const auto elapsed = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(res.status, 504) << res.body;
-  EXPECT_THAT(res.body, HasSubstr("the execution hung"));
-  EXPECT_THAT(res.body, HasSubstr("stage preprocess"));
-  EXPECT_GE(elapsed, 500ms) << "timeout 300 ms + margin 200 ms";
+  EXPECT_THAT(res.body, HasSubstr("ran past the request's 300 ms deadline"));
+  EXPECT_GE(elapsed, 300ms);
   EXPECT_LT(elapsed, 3s);
+  for (int i = 0; i < 200 && Stats("guarded")["mmserve"]["watchdog_reports"] == 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
 
   // Quarantined: not ready, metadata says why, requests are refused at once.
   EXPECT_EQ(client.Get("/v2/models/guarded/ready").status, 400);
@@ -149,17 +161,49 @@ TEST_F(SchedulingTest, AHungExecutionIsReportedOnceAndFencedOffWhileOthersServe)
   EXPECT_EQ(stats["workers"][0]["restarts"], 1);
 }
 
+TEST_F(SchedulingTest, ExecutionsPastTheirDeadlineAre504AtTheDeadlineAndOpenTheBreaker) {
+  // Three at once, one per worker: each is answered at its 100 ms deadline, long before its
+  // 600 ms execution ends, and counts as a timeout.
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::future<HttpResult>> calls;
+  for (int i = 0; i < 3; ++i) calls.push_back(InferAsync("overrun", Body("x")));
+  for (auto& c : calls) {
+    HttpResult res = c.get();
+    EXPECT_EQ(res.status, 504) << res.body;
+    EXPECT_THAT(res.body, HasSubstr("ran past the request's 100 ms deadline"));
+    EXPECT_THAT(res.body, HasSubstr("its result is discarded"));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 600ms) << "answered before the results";
+  // breaker: {timeouts: 3}: the model is out of service; Retry-After is the cool-down left.
+  HttpResult res = Infer("overrun", Body("x"));
+  EXPECT_EQ(res.status, 503) << res.body;
+  EXPECT_THAT(res.body, HasSubstr("3 consecutive timeouts"));
+  ASSERT_TRUE(res.headers.contains("retry-after"));
+  const int retry_after = std::stoi(res.headers["retry-after"]);
+  EXPECT_GT(retry_after, 50);
+  EXPECT_LE(retry_after, 60);
+  json stats = Stats("overrun");
+  EXPECT_EQ(stats["inference_stats"]["fail"]["count"], 3);
+  EXPECT_EQ(stats["mmserve"]["watchdog_reports"], 0) << "a timeout, not a hang";
+  EXPECT_EQ(stats["mmserve"]["breaker"]["state"], "open");
+}
+
 TEST_F(SchedulingTest, RequestTimeoutCanOnlyShortenTheModelTimeout) {
-  // timeout_ms 300, 200 ms per request, one worker: of three at once the third starts at
-  // 400 ms, after its deadline — even though it asked for ten seconds.
+  // timeout_ms 300, 200 ms per request, one worker: of three at once (even though each asked
+  // for ten seconds) the second ends at 400 ms, past its deadline, and the third is still
+  // queued at its deadline.
   std::vector<std::future<HttpResult>> calls;
   for (int i = 0; i < 3; ++i) {
     calls.push_back(InferAsync("queued", Body("x" + std::to_string(i), {{"timeout", 10'000'000}})));
     std::this_thread::sleep_for(20ms);
   }
-  std::vector<int> codes;
-  for (auto& c : calls) codes.push_back(c.get().status);
-  EXPECT_EQ(codes, (std::vector<int>{200, 200, 504}));
+  std::vector<HttpResult> results;
+  for (auto& c : calls) results.push_back(c.get());
+  EXPECT_EQ(results[0].status, 200);
+  EXPECT_EQ(results[1].status, 504);
+  EXPECT_THAT(results[1].body, HasSubstr("ran past the request's 300 ms deadline"));
+  EXPECT_EQ(results[2].status, 504);
+  EXPECT_THAT(results[2].body, HasSubstr("it was not executed"));
 
   // A shorter timeout is honoured: 50 ms behind a 200 ms request expires without executing.
   auto busy = InferAsync("queued", Body("busy"));
@@ -263,7 +307,7 @@ TEST_F(SchedulingTest, StatisticsShowBatchTiersAndWorkers) {
   EXPECT_FALSE(stats["mmserve"]["workers"][0]["cores"].empty());
   HttpClient client(server_->port());
   json all = json::parse(client.Get("/v2/models/stats").body);
-  EXPECT_EQ(all["model_stats"].size(), 4u);
+  EXPECT_EQ(all["model_stats"].size(), 5u);
   EXPECT_THAT(json::parse(client.Get("/v2").body)["extensions"].get<std::vector<std::string>>(),
               ::testing::IsSupersetOf({"statistics", "async_jobs"}));
 }

@@ -21,7 +21,7 @@ class CircuitBreakerTest : public ::testing::Test {
     return s;
   }
 
-  CircuitBreaker breaker_{"m", {.failures = 3, .cooldown = 1000ms}};
+  CircuitBreaker breaker_{"m", {.failures = 3, .timeouts = 2, .cooldown = 1000ms}};
   CircuitBreaker::Clock::time_point now_ = CircuitBreaker::Clock::now();
 };
 
@@ -35,8 +35,28 @@ TEST_F(CircuitBreakerTest, OpensOnlyAfterConsecutiveFailures) {
   EXPECT_EQ(breaker_.state(), State::kClosed);
   EXPECT_TRUE(Call(Outcome::kFailure).ok());
   EXPECT_EQ(breaker_.state(), State::kOpen);
-  EXPECT_THAT(breaker_.reason(), HasSubstr("3 consecutive failures or timeouts, the last: "
-                                           "Internal: boom"));
+  EXPECT_THAT(breaker_.reason(), HasSubstr("3 consecutive failures, the last: Internal: boom"));
+}
+
+TEST_F(CircuitBreakerTest, ConsecutiveTimeoutsOpenItOnTheirOwnCount) {
+  EXPECT_TRUE(Call(Outcome::kTimeout).ok());
+  EXPECT_TRUE(Call(Outcome::kSuccess).ok()) << "a success resets the count";
+  EXPECT_TRUE(Call(Outcome::kTimeout).ok());
+  EXPECT_TRUE(Call(Outcome::kFailure).ok()) << "a failure is counted apart";
+  EXPECT_EQ(breaker_.state(), State::kClosed);
+  EXPECT_TRUE(Call(Outcome::kTimeout).ok());
+  EXPECT_EQ(breaker_.state(), State::kOpen);
+  EXPECT_THAT(breaker_.reason(), HasSubstr("2 consecutive timeouts, the last: Internal: boom"));
+}
+
+TEST_F(CircuitBreakerTest, RetryAfterIsTheCoolDownLeftRoundedUp) {
+  for (int i = 0; i < 3; ++i) (void)Call(Outcome::kFailure);
+  EXPECT_EQ(Call(Outcome::kSuccess).retry_after_s(), 1);
+  CircuitBreaker minute("m", {.failures = 1, .cooldown = 60'000ms});
+  CircuitBreaker::Ticket ticket;
+  ASSERT_TRUE(minute.Admit(now_, ticket).ok());
+  minute.Record(ticket, Outcome::kFailure, "boom", now_);
+  EXPECT_EQ(minute.Admit(now_ + 1500ms, ticket).retry_after_s(), 59) << "58.5 s left";
 }
 
 TEST_F(CircuitBreakerTest, ClosedOpenHalfOpenClosed) {

@@ -147,8 +147,13 @@ TEST_F(InferenceServiceTest, DeadlineFromTimeoutMsExpiresQueuedRequests) {
     params: {latency_ms: 100, tensors: [{datatype: INT32}]}
 )");
   auto first = Submit(*service, Ints("slow", {1}));
-  EXPECT_EQ(Infer(*service, Ints("slow", {2})).status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_TRUE(first.get().ok());
+  const Status queued = Infer(*service, Ints("slow", {2})).status();
+  EXPECT_EQ(queued.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(queued.message()), HasSubstr("in the queue; it was not executed"));
+  // The first ran past its 30 ms: answered 504 at the deadline, its late result discarded.
+  const Status executed = first.get().status();
+  EXPECT_EQ(executed.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(executed.message()), HasSubstr("its result is discarded"));
 }
 
 TEST_F(InferenceServiceTest, AModelsWorkersRunAtItsNiceValueOnItsCores) {

@@ -1,5 +1,7 @@
 #include "server/http/http_response.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "common/json.h"
@@ -44,17 +46,18 @@ HttpResponse EmptyResponse(http::status code, unsigned version, bool keep_alive)
   return res;
 }
 
-void MarkRetryable(HttpResponse& response) {
+void MarkRetryable(HttpResponse& response, const Status& status) {
   if (response.result() == http::status::too_many_requests ||
       response.result() == http::status::service_unavailable) {
-    response.set(http::field::retry_after, "1");
+    response.set(http::field::retry_after,
+                 std::to_string(std::max<int64_t>(1, status.retry_after_s())));
   }
 }
 
 HttpResponse ErrorResponse(const Status& status, unsigned version, bool keep_alive) {
   nlohmann::json body = {{"error", std::string(status.message())}};
   HttpResponse res = JsonResponse(HttpStatusFor(status.code()), DumpJson(body), version, keep_alive);
-  MarkRetryable(res);
+  MarkRetryable(res, status);
   return res;
 }
 

@@ -53,7 +53,8 @@ HttpResponse ErrorResponse(const Status& status, unsigned version, bool keep_ali
 HttpResponse MethodNotAllowed(const std::string& allowed, const std::string& what,
                               unsigned version, bool keep_alive);
 // 429 and 503 pass (a full queue, a model loading, a limit reached): the answer says when to
-// come back. Every error answer goes through here.
-void MarkRetryable(HttpResponse& response);
+// come back — `status`'s retry_after_s() (a breaker's cool-down left), else 1 s. Every error
+// answer goes through here.
+void MarkRetryable(HttpResponse& response, const Status& status);
 
 }  // namespace mmserve

@@ -76,7 +76,7 @@ HttpResponse ApiError(const Status& status, Dialect dialect, unsigned v, bool ka
               {"code", static_cast<int>(code)}}}};
   }
   HttpResponse res = JsonResponse(code, DumpJson(body), v, ka);
-  MarkRetryable(res);
+  MarkRetryable(res, status);
   return res;
 }
 

@@ -123,14 +123,13 @@ TEST_F(LlamaBackendTest, TheWatchdogAbortsAnOverrunningDecodeAndTheWorkerStartsA
   auto result = Submit(*service, std::move(big)).get();
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(std::string(result.status().message()), HasSubstr("the execution hung"));
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("ran past the request's"));
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
-  auto info = service->GetModel("embedder");
-  EXPECT_EQ(info->stats->watchdog_reports, 1);
   for (int i = 0; i < 200 && service->GetModel("embedder")->stats->workers[0].restarts == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(service->GetModel("embedder")->stats->workers[0].restarts, 1);
+  EXPECT_EQ(service->GetModel("embedder")->stats->watchdog_reports, 1);
   // After the cool-down a probe runs on the fresh context and puts the model back.
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
   auto probe = Submit(*service, Embed({"hello again"})).get();

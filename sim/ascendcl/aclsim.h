@@ -5,19 +5,22 @@
 // semantics that matter to a server (shared/reference/ascendcl.md):
 //
 //   process     aclInit once (a second call → 100002), or reference-counted with
-//               aclFinalizeReference (option refcounted_init); every call but aclrtGetSocName and
-//               aclrtGetDeviceCount needs aclInit (100001)
+//               aclFinalizeReference (option refcounted_init); never again after the process
+//               finalized (100002); every call but aclrtGetSocName and aclrtGetDeviceCount needs
+//               aclInit (100001)
 //   threads     aclrtSetDevice / aclrtCreateContext / aclrtSetCurrentContext bind the calling
 //               thread; calls that need a context fail with 107002 on a thread without one; a
 //               stream used from another context → 107003, a model → 107004; a context with
 //               streams or models left cannot be destroyed (148051)
 //   memory      each device has a fixed capacity (option memory_mb); aclrtMalloc and model
-//               loads beyond it fail with 207001 and an EL0004 message; aclrtGetMemInfo
+//               loads beyond it fail with 207001 and an EL0004 message; aclrtGetMemInfo; a
+//               load takes load_charge × what aclmdlQuerySize says (default 1.0)
 //   models      "OM" files in the simulator's own format (below); a model compiled for another
 //               SoC fails to load with 507008 and EE1001's text; aclmdlQuerySize; dynamic batch
 //               gears; aclmdlExecuteAsync queues a task that completes `latency` later, computing
 //               its outputs only then (at aclrtSynchronizeStreamWithTimeout); a task whose first
-//               input holds `hang_on` never completes: the sync returns 507046 at its timeout
+//               input holds `hang_on` never completes: the sync returns 507046 at its timeout;
+//               one whose first input holds fail_on.value fails with fail_on.code
 //   record      every call, with its arguments, the calling thread's context and the result
 //
 // The OM format (a text file; real OM files are not readable without CANN):
@@ -30,13 +33,15 @@
 //    "work_size": 1048576, "weight_size": 4194304,
 //    "scale": 2.0, "bias": 1.0,            # output k, row b, element j:
 //                                          #   scale * input0[b][j mod row0] + bias + k
-//    "latency_us": 0, "latency_per_item_us": 0, "hang_on": 666.0}
+//    "latency_us": 0, "latency_per_item_us": 0, "hang_on": 666.0,
+//    "fail_on": {"value": 207.0, "code": 207001}}
 //
 // Datatypes are ACL's names: FLOAT, FLOAT16, INT8, INT32, UINT8, INT16, UINT16, UINT32, INT64,
 // UINT64, DOUBLE, BOOL, BF16 (FLOAT16/BF16 outputs are filled with zeros).
 //
 // Options come from the environment when the library is first used (ACLSIM_SOC, ACLSIM_DEVICES,
-// ACLSIM_MEMORY_MB, ACLSIM_REFCOUNTED_INIT, ACLSIM_DESC_FROM_FILE=0, ACLSIM_TRACE=file: every
+// ACLSIM_MEMORY_MB, ACLSIM_REFCOUNTED_INIT, ACLSIM_DESC_FROM_FILE=0, ACLSIM_LOAD_CHARGE,
+// ACLSIM_TRACE=file: every
 // record line is also appended there) and from aclsimReset's JSON.
 #pragma once
 
@@ -46,7 +51,8 @@
 extern "C" {
 
 // Drops every process-level state (as a fresh process), then applies `options_json` (NULL or a
-// JSON object with any of: soc, devices, memory_mb, refcounted_init, desc_from_file) over the
+// JSON object with any of: soc, devices, memory_mb, refcounted_init, desc_from_file,
+// load_charge) over the
 // environment's options. Threads keep no context across a reset.
 void aclsimReset(const char* options_json);
 

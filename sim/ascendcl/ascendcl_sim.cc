@@ -59,6 +59,8 @@ struct OmModel {
   int64_t latency_us = 0;
   int64_t latency_per_item_us = 0;
   std::optional<double> hang_on;
+  // fail_on {value, code}: an execution whose first input holds `value` fails with `code`.
+  std::optional<std::pair<double, aclError>> fail_on;
 };
 
 constexpr size_t kDynamicTensorBytes = 16;
@@ -140,6 +142,9 @@ struct Options {
   int64_t memory_mb = 4096;
   bool refcounted_init = false;
   bool desc_from_file = true;
+  // What a load really takes on the device, as a multiple of what aclmdlQuerySize says
+  // (workspace rounding, runtime overhead): a budget that copies the estimate is caught.
+  double load_charge = 1.0;
   std::string trace;
 };
 
@@ -150,6 +155,7 @@ Options EnvOptions() {
   if (const char* v = std::getenv("ACLSIM_MEMORY_MB"); v && *v) o.memory_mb = std::atoll(v);
   if (const char* v = std::getenv("ACLSIM_REFCOUNTED_INIT"); v && *v) o.refcounted_init = *v == '1';
   if (const char* v = std::getenv("ACLSIM_DESC_FROM_FILE"); v && *v) o.desc_from_file = *v != '0';
+  if (const char* v = std::getenv("ACLSIM_LOAD_CHARGE"); v && *v) o.load_charge = std::atof(v);
   if (const char* v = std::getenv("ACLSIM_TRACE"); v && *v) o.trace = v;
   return o;
 }
@@ -354,6 +360,10 @@ std::optional<OmModel> ParseOm(const std::string& path, aclError* code, std::str
     m.latency_us = j.value("latency_us", int64_t{0});
     m.latency_per_item_us = j.value("latency_per_item_us", int64_t{0});
     if (j.contains("hang_on")) m.hang_on = j["hang_on"].get<double>();
+    if (j.contains("fail_on")) {
+      m.fail_on = std::make_pair(j["fail_on"].at("value").get<double>(),
+                                 j["fail_on"].at("code").get<aclError>());
+    }
     for (auto* list : {&m.inputs, &m.outputs}) {
       for (auto& t : *list) {
         if (!m.gears.empty() && t.dims[0] != -1) {
@@ -393,11 +403,12 @@ void RunTask(const Model& model, const Task& task) {
   }
 }
 
-bool Hangs(const OmModel& om, const aclDataBuffer& input0, uint64_t batch) {
-  if (!om.hang_on || om.inputs.empty()) return false;
+bool Holds(const OmModel& om, const aclDataBuffer& input0, uint64_t batch,
+           std::optional<double> value) {
+  if (!value || om.inputs.empty()) return false;
   const size_t n = RowElements(om.inputs[0]) * batch;
   for (size_t i = 0; i < n; ++i) {
-    if (Load(om.inputs[0].datatype, static_cast<const char*>(input0.data), i) == *om.hang_on) {
+    if (Load(om.inputs[0].datatype, static_cast<const char*>(input0.data), i) == *value) {
       return true;
     }
   }
@@ -479,6 +490,7 @@ aclError LoadModel(const char* path, uint32_t* model_id, void* work, size_t work
   } else {
     owned = om->work_size + om->weight_size;
   }
+  owned = static_cast<size_t>(static_cast<double>(owned) * s.options.load_charge);
   if (aclError rc = Reserve(s, call, ctx->device, owned)) return rc;
   const uint32_t id = s.next_model++;
   s.models[id] = Model{id, ctx->id, path, std::move(*om), owned};
@@ -503,6 +515,11 @@ aclError aclInit(const char* config_path) {
   std::unique_lock<std::mutex> lock;
   Sim& s = Locked(lock);
   const std::string call = "aclInit";
+  if (s.finalized) {
+    // CANN cannot initialize a process again once finalized.
+    return Fail(s, call, kErrorRepeatInitialize,
+                "EH0002: aclInit after aclFinalize in the same process is not supported");
+  }
   if (s.initialized) {
     if (s.options.refcounted_init) {
       ++s.init_count;
@@ -1089,7 +1106,12 @@ aclError aclmdlExecuteAsync(uint32_t model_id, const aclmdlDataset* input, aclmd
   Task task{model_id, {}, {}, batch, {}};
   for (const auto* b : input->buffers) task.inputs.push_back(*b);
   for (const auto* b : output->buffers) task.outputs.push_back(*b);
-  const bool hang = !om.inputs.empty() && Hangs(om, task.inputs[0], batch);
+  if (om.fail_on && Holds(om, task.inputs[0], batch, om.fail_on->first)) {
+    return Fail(s, call, om.fail_on->second,
+                "EE9999: simulated failure " + std::to_string(om.fail_on->second) +
+                    " (the OM's fail_on)");
+  }
+  const bool hang = Holds(om, task.inputs[0], batch, om.hang_on);
   task.ready = hang ? Clock::time_point::max()
                     : Clock::now() + std::chrono::microseconds(
                                          om.latency_us + om.latency_per_item_us * static_cast<int64_t>(batch));
@@ -1112,6 +1134,7 @@ void aclsimReset(const char* options_json) {
     o.memory_mb = j.value("memory_mb", o.memory_mb);
     o.refcounted_init = j.value("refcounted_init", o.refcounted_init);
     o.desc_from_file = j.value("desc_from_file", o.desc_from_file);
+    o.load_charge = j.value("load_charge", o.load_charge);
   }
   ConfigureLocked(s, o);
   s.initialized = false;

@@ -36,6 +36,7 @@ class AclRuntime final : public Runtime {
   int DeviceCount() const override;
   Result<InitResult> Initialize() override;
   Status Finalize() override;
+  bool reinitializable() const override { return false; }
   Status OpenDevice(int device) override;
   Status CloseDevice(int device) override;
   // Free and total memory of `device` ("acl:N"). Before Initialize(), or without AscendCL, the

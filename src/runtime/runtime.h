@@ -39,6 +39,10 @@ class Runtime {
   // Process-wide init/finalize (aclInit/aclFinalize, llama_backend_init/free).
   virtual Result<InitResult> Initialize() = 0;
   virtual Status Finalize() = 0;
+  // False for a runtime that cannot be initialized again in a process once finalized
+  // (AscendCL: aclInit after aclFinalize fails). RuntimeGuard then keeps it initialized until
+  // the guard itself goes, however often its devices' last leases come and go.
+  virtual bool reinitializable() const { return true; }
   // Per-device open/close (aclrtSetDevice/aclrtResetDevice). Default: nothing to do.
   virtual Status OpenDevice(int device) { return Status::Ok(); }
   virtual Status CloseDevice(int device) { return Status::Ok(); }

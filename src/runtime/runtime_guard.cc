@@ -20,6 +20,7 @@ void RuntimeLease::Release() {
 
 RuntimeGuard::~RuntimeGuard() {
   std::lock_guard lock(mu_);
+  UnwindLocked(/*final=*/true);
   if (!stack_.empty()) {
     spdlog::error("runtime guard destroyed with live leases: {}", stack_.size());
   }
@@ -43,7 +44,7 @@ Result<RuntimeLease> RuntimeGuard::Acquire(Runtime& runtime, int device) {
                  foreign ? "already initialized by someone else in this process; "
                            "mmserve will not finalize it"
                          : "initialized");
-    stack_.push_back({&runtime, -1, 0, foreign});
+    stack_.push_back({&runtime, -1, 0, foreign, !runtime.reinitializable()});
     process = &stack_.back();
   }
   ++process->leases;  // held while the device opens, so a failure below can unwind cleanly
@@ -56,7 +57,7 @@ Result<RuntimeLease> RuntimeGuard::Acquire(Runtime& runtime, int device) {
     UnwindLocked();
     return s.WithContext("opening " + runtime.name() + " device " + std::to_string(device));
   }
-  stack_.push_back({&runtime, device, 1, false});
+  stack_.push_back({&runtime, device, 1, false, false});
   return RuntimeLease(this, &runtime, device);
 }
 
@@ -73,8 +74,9 @@ void RuntimeGuard::Release(Runtime* runtime, int device) {
   UnwindLocked();
 }
 
-void RuntimeGuard::UnwindLocked() {
+void RuntimeGuard::UnwindLocked(bool final) {
   while (!stack_.empty() && stack_.back().leases == 0) {
+    if (stack_.back().for_life && !final) return;
     const Entry e = stack_.back();
     stack_.pop_back();
     if (e.device >= 0) {

@@ -5,7 +5,10 @@
 // are closed and finalized — always in reverse order of initialization (LIFO): an entry whose
 // last lease is released while something initialized after it is still held is torn down only
 // once everything above it is. A runtime that answers "already initialized" (AscendCL 100002)
-// belongs to someone else in the process and is never finalized by mmserve.
+// belongs to someone else in the process and is never finalized by mmserve. A runtime that
+// cannot be initialized twice in a process (Runtime::reinitializable() false: AscendCL) stays
+// initialized when its last lease goes — its devices still close — and is finalized by the
+// guard's destructor, after everything initialized later.
 //
 //   acquire A:0, B:0      stack: [A] [A:0] [B] [B:0]
 //   release A:0 lease     A and A:0 idle, but B is above them: nothing is torn down yet
@@ -57,7 +60,7 @@ class RuntimeGuard {
   RuntimeGuard() = default;
   RuntimeGuard(const RuntimeGuard&) = delete;
   RuntimeGuard& operator=(const RuntimeGuard&) = delete;
-  ~RuntimeGuard();  // REQUIRES: no lease outstanding
+  ~RuntimeGuard();  // REQUIRES: no lease outstanding. Finalizes what is kept for life.
 
   // `runtime` is not owned and must outlive the guard's use of it (until its last lease ends).
   Result<RuntimeLease> Acquire(Runtime& runtime, int device);
@@ -73,11 +76,14 @@ class RuntimeGuard {
     int device;     // -1: the process-wide runtime itself
     int leases;     // live leases on this entry
     bool foreign;   // initialized by someone else: never finalized
+    bool for_life;  // not reinitializable: finalized only by the guard's destructor
   };
 
   void Release(Runtime* runtime, int device);
   Entry* Find(Runtime* runtime, int device);
-  void UnwindLocked();  // tears down idle entries from the top of the stack
+  // Tears down idle entries from the top of the stack, stopping at one kept for life unless
+  // `final`.
+  void UnwindLocked(bool final = false);
 
   mutable std::mutex mu_;
   std::vector<Entry> stack_;  // guarded by mu_; in initialization order

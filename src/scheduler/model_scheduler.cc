@@ -62,6 +62,7 @@ CircuitBreaker::Outcome OutcomeOf(const Status& s) {
     case StatusCode::kAlreadyExists:
       return CircuitBreaker::Outcome::kSuccess;
     case StatusCode::kCancelled:
+    case StatusCode::kResourceExhausted:  // a limit of the request's (context length, queue)
       return CircuitBreaker::Outcome::kNeutral;
     case StatusCode::kDeadlineExceeded:
       return CircuitBreaker::Outcome::kTimeout;

@@ -73,6 +73,11 @@ std::string WriteConfig(const testing::TempDir& dir, const std::string& extra = 
   testing::WriteOm(dir, "guarded.om", Detector(/*hangs=*/true));
   testing::WriteOm(dir, "cls.om", Classifier());
   testing::WriteOm(dir, "foreign.om", Classifier("Ascend910B3"));
+  json failing = Detector();
+  failing["fail_on"] = {{"value", 207.0}, {"code", 207001}};
+  testing::WriteOm(dir, "oom.om", failing);
+  failing["fail_on"] = {{"value", 507.0}, {"code", 507011}};
+  testing::WriteOm(dir, "faulty.om", failing);
   return dir.Write("models.yaml", R"(global:
   thread_num: 4
 models:
@@ -100,7 +105,13 @@ class AclServerTest : public ::testing::Test {
     dir_ = new testing::TempDir();
     ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);
     ::setenv("ACLSIM_TRACE", (dir_->path() / "trace.txt").c_str(), 1);
-    server_ = new ServerProcess({"serve", WriteConfig(*dir_), "--port", "0", "--lock-dir",
+    const std::string failing = R"(  - name: oom
+    path: oom.om
+    breaker: {failures: 2, cooldown_ms: 60000}
+  - name: faulty
+    path: faulty.om
+)";
+    server_ = new ServerProcess({"serve", WriteConfig(*dir_, failing), "--port", "0", "--lock-dir",
                                  (dir_->path() / "locks").string()},
                                 dir_->path() / "server.log");
     ASSERT_TRUE(server_->Start()) << server_->Log();
@@ -189,6 +200,28 @@ TEST_F(AclServerTest, AHungStreamIs504WithOneReportWhileTheOtherModelsServe) {
                     "stage execute has run [0-9]+ ms");
   EXPECT_EQ(std::distance(std::sregex_iterator(log.begin(), log.end(), report), std::sregex_iterator()), 1)
       << log;
+}
+
+TEST_F(AclServerTest, ErrorsAreClassedWithAHintAndDeviceErrorsCountAsFailures) {
+  HttpClient client(server_->port());
+  // Device out of memory while executing: the server's trouble, 503, a breaker failure.
+  HttpResult res = client.Post("/v2/models/oom/infer", DetBody(207));
+  EXPECT_EQ(res.status, 503) << res.body;
+  EXPECT_THAT(res.body, HasSubstr("207001 ACL_ERROR_RT_MEMORY_ALLOCATION"));
+  EXPECT_THAT(res.body, HasSubstr("[device memory: the device is out of memory: lower thread_num"));
+  EXPECT_EQ(client.Post("/v2/models/oom/infer", DetBody(1)).status, 200) << "a success resets";
+  EXPECT_EQ(client.Post("/v2/models/oom/infer", DetBody(207)).status, 503);
+  EXPECT_EQ(client.Post("/v2/models/oom/infer", DetBody(207)).status, 503);
+  res = client.Post("/v2/models/oom/infer", DetBody(1));
+  EXPECT_EQ(res.status, 503) << "a persistent OOM is quarantined";
+  EXPECT_THAT(res.body, HasSubstr("out of service (circuit breaker open): 2 consecutive failures"));
+  // A device fault is a 500 with its hint, counted as a failure, never blamed on the client.
+  res = client.Post("/v2/models/faulty/infer", DetBody(507));
+  EXPECT_EQ(res.status, 500) << res.body;
+  EXPECT_THAT(res.body, HasSubstr("507011"));
+  EXPECT_THAT(res.body, HasSubstr("[device fault: "));
+  json stats = Get("/v2/models/faulty/stats")["model_stats"][0];
+  EXPECT_EQ(stats["inference_stats"]["fail"]["count"], 1);
 }
 
 TEST_F(AclServerTest, ASocMismatchLeavesThatModelUnavailableWithBothNames) {

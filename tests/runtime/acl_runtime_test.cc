@@ -119,16 +119,46 @@ TEST(AclRuntimeTest, ErrorsNameTheCodeItsMeaningAndAscendClsOwnText) {
   EXPECT_THAT(message, HasSubstr("aclrtSetDevice returned 107001 ACL_ERROR_RT_INVALID_DEVICEID "
                                  "(invalid device id)"));
   EXPECT_THAT(message, HasSubstr("AscendCL says: EE1001: invalid device id 7"));
-  EXPECT_EQ(guard.Describe(), "") << "the failed open unwound the init";
-  EXPECT_EQ(sim.Calls("aclFinalizeReference").size(), 1u);
+  EXPECT_EQ(guard.Describe(), "acl(owned)")
+      << "the failed open unwound to the init, which AscendCL cannot repeat in a process";
+  EXPECT_EQ(sim.Calls("aclFinalizeReference").size(), 0u);
+}
+
+TEST(AclRuntimeTest, AclInitIsNeverRepeatedAfterTheLastLeaseGoes) {
+  AclSim sim = AclSim::Reset();
+  AclRuntime runtime({testing::AclSimLibrary()});
+  {
+    RuntimeGuard guard;
+    for (int cycle = 0; cycle < 3; ++cycle) {
+      auto lease = guard.Acquire(runtime, 0);
+      ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+    }
+    EXPECT_EQ(guard.Describe(), "acl(owned)") << "the device closed, the runtime kept";
+    EXPECT_EQ(sim.Calls("aclrtResetDevice").size(), 3u);
+  }
+  EXPECT_EQ(sim.Calls("aclInit").size(), 1u);
+  EXPECT_EQ(sim.Calls("aclFinalizeReference").size(), 1u) << "by the guard's destructor";
+}
+
+TEST(AclRuntimeTest, TheSimulatorRefusesAclInitAfterAclFinalize) {
+  AclSim sim = AclSim::Reset();
+  auto init = reinterpret_cast<int (*)(const char*)>(sim.Symbol("aclInit"));
+  auto finalize = reinterpret_cast<int (*)()>(sim.Symbol("aclFinalize"));
+  ASSERT_EQ(init(nullptr), 0);
+  ASSERT_EQ(finalize(), 0);
+  EXPECT_EQ(init(nullptr), 100002) << "CANN cannot initialize a finalized process again";
 }
 
 TEST(AclRuntimeTest, TheErrorTableKnowsTheDocumentedCodes) {
   EXPECT_EQ(acl::ErrorName(100002), "ACL_ERROR_REPEAT_INITIALIZE");
   EXPECT_EQ(acl::ErrorName(507046), "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT");
-  EXPECT_EQ(acl::ErrorStatusCode(207001), StatusCode::kResourceExhausted);
+  // Device memory and model/device state are the server's, never the client's (no 4xx).
+  EXPECT_EQ(acl::ErrorStatusCode(207001), StatusCode::kUnavailable);
   EXPECT_EQ(acl::ErrorStatusCode(507014), StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(acl::ErrorStatusCode(507008), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(acl::ErrorStatusCode(507008), StatusCode::kUnavailable);
+  EXPECT_EQ(acl::ErrorStatusCode(100012), StatusCode::kUnavailable);
+  EXPECT_EQ(acl::ErrorStatusCode(507011), StatusCode::kInternal);
+  EXPECT_EQ(acl::ErrorStatusCode(145013), StatusCode::kInternal);
   EXPECT_EQ(acl::ErrorName(509999), "unknown aclError");
   EXPECT_THAT(acl::ErrorMeaning(509999), HasSubstr("internal software or hardware fault"));
 }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "common/logging.h"
@@ -12,6 +13,13 @@
 
 namespace mmserve {
 namespace {
+
+// Held by every device allocation of this backend, so that a load's footprint can be read from
+// the device's free memory before and after it.
+std::mutex& DeviceAllocationMutex() {
+  static std::mutex mu;
+  return mu;
+}
 
 using namespace std::chrono_literals;
 using acl::aclError;
@@ -119,6 +127,9 @@ class AclInstance final : public Instance {
   };
 
   Status Call(std::string_view what, std::string_view call, aclError rc) const;
+  // Loads the model (with pool memory or not), charging what the device's free memory says the
+  // load took — not what aclmdlQuerySize promised.
+  Status LoadMeasured();
   Status AddBuffer(acl::aclmdlDataset* dataset, size_t size, bool staged, std::vector<Buffer>& out);
   Status RunChunk(Execution& execution, std::span<BatchItem*> chunk, int rows);
   Status Synchronize(Clock::time_point deadline);
@@ -164,6 +175,7 @@ class AclSession final : public Session {
   // Pool mode: allocates the weights once on the loader thread (the device bound).
   Status AllocateWeights() {
     if (!options_.pool || info_.weight_size == 0) return Status::Ok();
+    std::lock_guard lock(DeviceAllocationMutex());
     const aclError rc = api_->aclrtMalloc(&weights_, info_.weight_size, acl::kMemMallocHugeFirst);
     if (rc != acl::kSuccess) {
       weights_ = nullptr;
@@ -229,8 +241,11 @@ Status AclInstance::AddBuffer(acl::aclmdlDataset* dataset, size_t size, bool sta
   const AclApi& api = *session_.api();
   Buffer& b = out.emplace_back();
   b.size = std::max<size_t>(size, 1);
-  MMS_RETURN_IF_ERROR(Call("allocating an I/O buffer", "aclrtMalloc",
-                           api.aclrtMalloc(&b.device, b.size, acl::kMemMallocHugeFirst)));
+  {
+    std::lock_guard lock(DeviceAllocationMutex());
+    MMS_RETURN_IF_ERROR(Call("allocating an I/O buffer", "aclrtMalloc",
+                             api.aclrtMalloc(&b.device, b.size, acl::kMemMallocHugeFirst)));
+  }
   device_bytes_ += static_cast<int64_t>(b.size);
   session_.AddDeviceBytes(static_cast<int64_t>(b.size));
   b.wrapper = api.aclCreateDataBuffer(b.device, b.size);
@@ -255,26 +270,7 @@ Status AclInstance::Create() {
   MMS_RETURN_IF_ERROR(Call("creating its context", "aclrtCreateContext",
                            api.aclrtCreateContext(&context_, m.device_id)));
   MMS_RETURN_IF_ERROR(Call("creating its stream", "aclrtCreateStream", api.aclrtCreateStream(&stream_)));
-  if (session_.options().pool) {
-    const size_t work = session_.info().work_size;
-    if (work > 0) {
-      MMS_RETURN_IF_ERROR(Call("allocating work memory", "aclrtMalloc",
-                               api.aclrtMalloc(&work_, work, acl::kMemMallocHugeFirst)));
-      device_bytes_ += static_cast<int64_t>(work);
-      session_.AddDeviceBytes(static_cast<int64_t>(work));
-    }
-    MMS_RETURN_IF_ERROR(Call("loading " + path, "aclmdlLoadFromFileWithMem",
-                             api.aclmdlLoadFromFileWithMem(path.c_str(), &model_id_, work_, work,
-                                                           session_.weights(),
-                                                           session_.info().weight_size)));
-  } else {
-    MMS_RETURN_IF_ERROR(Call("loading " + path, "aclmdlLoadFromFile",
-                             api.aclmdlLoadFromFile(path.c_str(), &model_id_)));
-    const auto own = static_cast<int64_t>(session_.info().work_size + session_.info().weight_size);
-    device_bytes_ += own;
-    session_.AddDeviceBytes(own);
-  }
-  loaded_ = true;
+  MMS_RETURN_IF_ERROR(LoadMeasured());
   desc_ = api.aclmdlCreateDesc();
   if (!desc_) return ResourceExhausted("aclmdlCreateDesc returned null");
   MMS_RETURN_IF_ERROR(Call("reading its description", "aclmdlGetDesc", api.aclmdlGetDesc(desc_, model_id_)));
@@ -301,6 +297,49 @@ Status AclInstance::Create() {
                                 " is smaller than its largest batch");
     }
   }
+  return Status::Ok();
+}
+
+Status AclInstance::LoadMeasured() {
+  const AclApi& api = *session_.api();
+  const std::string path = session_.model().path.string();
+  // No other allocation of this process runs meanwhile, so the change in free memory is this
+  // load's (another process allocating on the device at the same moment would still show).
+  std::lock_guard lock(DeviceAllocationMutex());
+  size_t free_before = 0, free_after = 0, total = 0;
+  const bool measured_before = api.aclrtGetMemInfo(acl::kHbmMem, &free_before, &total) == acl::kSuccess;
+  (void)api.RecentError();
+  int64_t promised = 0;
+  if (session_.options().pool) {
+    const size_t work = session_.info().work_size;
+    if (work > 0) {
+      MMS_RETURN_IF_ERROR(Call("allocating work memory", "aclrtMalloc",
+                               api.aclrtMalloc(&work_, work, acl::kMemMallocHugeFirst)));
+      promised += static_cast<int64_t>(work);
+    }
+    MMS_RETURN_IF_ERROR(Call("loading " + path, "aclmdlLoadFromFileWithMem",
+                             api.aclmdlLoadFromFileWithMem(path.c_str(), &model_id_, work_, work,
+                                                           session_.weights(),
+                                                           session_.info().weight_size)));
+  } else {
+    MMS_RETURN_IF_ERROR(Call("loading " + path, "aclmdlLoadFromFile",
+                             api.aclmdlLoadFromFile(path.c_str(), &model_id_)));
+    promised = static_cast<int64_t>(session_.info().work_size + session_.info().weight_size);
+  }
+  loaded_ = true;
+  const bool measured_after = api.aclrtGetMemInfo(acl::kHbmMem, &free_after, &total) == acl::kSuccess;
+  (void)api.RecentError();
+  int64_t took = promised;
+  if (measured_before && measured_after && free_before >= free_after) {
+    took = static_cast<int64_t>(free_before - free_after);
+    if (took != promised) {
+      spdlog::debug("acl: model {} instance {}: the load took {} B on the device, "
+                    "aclmdlQuerySize said {} B",
+                    session_.model().name, index_, took, promised);
+    }
+  }
+  device_bytes_ += took;
+  session_.AddDeviceBytes(took);
   return Status::Ok();
 }
 

@@ -125,21 +125,46 @@ std::string ErrorMeaning(aclError code) {
   }
 }
 
-StatusCode ErrorStatusCode(aclError code) {
+const ErrorClass& ClassOf(aclError code) {
+  // Status codes carry the breaker effect: Unavailable and Internal count as failures,
+  // DeadlineExceeded as a timeout (scheduler/model_scheduler.cc OutcomeOf).
+  static const ErrorClass kDeviceMemory{
+      "device memory", StatusCode::kUnavailable,
+      "the device is out of memory: lower thread_num or max_batch, make other models on_demand, "
+      "or lower memory_pool to leave room for what else runs on the card"};
+  static const ErrorClass kTimeout{
+      "device timeout", StatusCode::kDeadlineExceeded,
+      "the device did not finish in time: raise timeout_ms, lower max_batch, or check the card "
+      "with npu-smi info"};
+  static const ErrorClass kModelMismatch{
+      "model mismatch", StatusCode::kUnavailable,
+      "the OM file does not fit this CANN version or SoC: convert it again with ATC "
+      "(--soc_version matching npu-smi info)"};
+  static const ErrorClass kDeviceFault{
+      "device fault", StatusCode::kInternal,
+      "a device, driver or runtime fault: collect the device logs (msnpureport) and check "
+      "npu-smi info; the card may need a reset"};
+  static const ErrorClass kCallRefused{
+      "call refused", StatusCode::kInternal,
+      "AscendCL refused a call mmserve made: a bug in mmserve, please report this message"};
   switch (code) {
     case 200000: case 207001: case 207018: case 245000: case 300000:
-      return StatusCode::kResourceExhausted;
+      return kDeviceMemory;
     case 100036: case 107019: case 107020: case 507014: case 507017: case 507034:
     case 507046: case 507047: case 545601:
-      return StatusCode::kDeadlineExceeded;
-    case 100003: case 100012: case 100013: case 100014: case 100016: case 507008:
-      return StatusCode::kFailedPrecondition;
-    case 100000: case 100017: case 100018: case 145013:
-      return StatusCode::kInvalidArgument;
+      return kTimeout;
+    case 100003: case 100005: case 100006: case 100007: case 100008: case 100012:
+    case 100013: case 100014: case 100015: case 100016: case 148049: case 507008:
+      return kModelMismatch;
+    case 100000: case 100001: case 100011: case 100017: case 100018: case 100019:
+    case 107000: case 107002: case 107003: case 145013: case 200004: case 200005:
+      return kCallRefused;
     default:
-      return StatusCode::kInternal;
+      return kDeviceFault;
   }
 }
+
+StatusCode ErrorStatusCode(aclError code) { return ClassOf(code).status; }
 
 std::vector<std::string> DefaultLibraryCandidates() {
   std::vector<std::string> out;
@@ -193,7 +218,9 @@ Status AclApi::Error(std::string_view what, std::string_view call, aclError code
   if (std::string recent = RecentError(); !recent.empty()) {
     message += "; AscendCL says: " + recent;
   }
-  return Status(ErrorStatusCode(code), std::move(message));
+  const ErrorClass& error_class = ClassOf(code);
+  message += " [" + std::string(error_class.name) + ": " + std::string(error_class.hint) + "]";
+  return Status(error_class.status, std::move(message));
 }
 
 }  // namespace mmserve::acl

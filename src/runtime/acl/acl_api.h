@@ -140,9 +140,15 @@ static_assert(sizeof(aclmdlBatch) == 1032, "aclmdlBatch layout (LP64)");
 std::string_view ErrorName(aclError code);
 std::string ErrorMeaning(aclError code);
 
-// The StatusCode an aclError maps to: memory codes → ResourceExhausted, timeouts →
-// DeadlineExceeded, SoC/model-format mismatches → FailedPrecondition, the rest → Internal.
-StatusCode ErrorStatusCode(aclError code);
+// What an aclError says about whom to blame and what to do (the diagnostics notes: classify
+// first). The table, with HTTP/gRPC statuses and breaker effects, is in docs/ASCEND.md.
+struct ErrorClass {
+  std::string_view name;  // "device memory", "device timeout", "model mismatch", ...
+  StatusCode status;      // Unavailable/Internal: a breaker failure; DeadlineExceeded: a timeout
+  std::string_view hint;  // the remediation, appended to the error message
+};
+const ErrorClass& ClassOf(aclError code);
+StatusCode ErrorStatusCode(aclError code);  // ClassOf(code).status
 
 // Where mmserve looks for libascendcl.so, in order: $MMSERVE_ACL_LIBRARY (a file),
 // $ASCEND_HOME_PATH/lib64/libascendcl.so, CANN's default install, then the loader's path.

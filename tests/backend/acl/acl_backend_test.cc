@@ -76,7 +76,7 @@ class AclBackendTest : public ::testing::Test {
     auto config = ParseConfig(yaml, (dir_.path() / "models.yaml").string(), *backends_);
     EXPECT_TRUE(config.ok()) << config.status().ToString();
     if (!config.ok()) return nullptr;
-    auto service = std::make_unique<InferenceService>(std::move(*config), *backends_, guard_);
+    auto service = std::make_unique<InferenceService>(std::move(*config), *backends_, *guard_);
     service->LoadStartupModels();
     return service;
   }
@@ -113,7 +113,7 @@ class AclBackendTest : public ::testing::Test {
   HostRuntime host_;
   std::unique_ptr<AclRuntime> acl_;
   std::unique_ptr<BackendRegistry> backends_;
-  RuntimeGuard guard_;
+  std::unique_ptr<RuntimeGuard> guard_ = std::make_unique<RuntimeGuard>();
   testing::TempDir dir_;
 };
 
@@ -234,6 +234,19 @@ TEST_F(AclBackendTest, TheEstimateIsQuerySizeAndTheFootprintIsWhatTheDeviceHolds
   EXPECT_GT(resident, static_cast<int64_t>((2 * 5 + 10 + 12) * kMiB));
 }
 
+TEST_F(AclBackendTest, TheBudgetFollowsWhatTheDeviceGaveNotWhatQuerySizeSaid) {
+  sim_ = AclSim::Reset(R"({"load_charge": 1.5})");  // each load takes 1.5 x what it says
+  auto service = Start(TwoModels());
+  ASSERT_TRUE(service->Ready());
+  int64_t resident = 0, estimated = 0;
+  for (const auto& m : service->ListModels()) {
+    resident += m.resident_bytes;
+    estimated += m.estimate.bytes;
+  }
+  EXPECT_EQ(resident, static_cast<int64_t>(sim_.DeviceUsed(0)));
+  EXPECT_GT(resident, estimated * 5 / 4) << "the loads' real cost, buffers included";
+}
+
 TEST_F(AclBackendTest, ASocMismatchIsNamedBeforeAnythingLoads) {
   json other = Detector();
   other["soc_version"] = "Ascend910B3";
@@ -342,7 +355,9 @@ TEST_F(AclBackendTest, TeardownFollowsTheDocumentedOrderAndFinalizesLast) {
   EXPECT_TRUE(Submit(*service, Bytes("cls", {1, 2, 3})).get().ok());
   service->Shutdown(std::chrono::milliseconds(1000));
   service.reset();
-  EXPECT_EQ(guard_.Describe(), "");
+  // AscendCL stays initialized until the guard goes (it cannot be initialized again).
+  EXPECT_EQ(guard_->Describe(), "acl(owned)");
+  guard_.reset();
   const auto record = sim_.Record();
   int contexts = 0;
   EXPECT_EQ(testing::CheckTeardownOrder(record, &contexts), "");

@@ -13,7 +13,8 @@
 //               stream used from another context → 107003, a model → 107004; a context with
 //               streams or models left cannot be destroyed (148051)
 //   memory      each device has a fixed capacity (option memory_mb); aclrtMalloc and model
-//               loads beyond it fail with 207001 and an EL0004 message; aclrtGetMemInfo; a
+//               loads beyond it fail with 207001 and an EL0004 message; other processes may
+//               hold part of it (option others_mb); aclrtGetMemInfo; a
 //               load takes load_charge × what aclmdlQuerySize says (default 1.0)
 //   models      "OM" files in the simulator's own format (below); a model compiled for another
 //               SoC fails to load with 507008 and EE1001's text; aclmdlQuerySize; dynamic batch
@@ -40,7 +41,7 @@
 // UINT64, DOUBLE, BOOL, BF16 (FLOAT16/BF16 outputs are filled with zeros).
 //
 // Options come from the environment when the library is first used (ACLSIM_SOC, ACLSIM_DEVICES,
-// ACLSIM_MEMORY_MB, ACLSIM_REFCOUNTED_INIT, ACLSIM_DESC_FROM_FILE=0, ACLSIM_LOAD_CHARGE,
+// ACLSIM_MEMORY_MB, ACLSIM_REFCOUNTED_INIT, ACLSIM_DESC_FROM_FILE=0, ACLSIM_LOAD_CHARGE, ACLSIM_OTHERS_MB,
 // ACLSIM_TRACE=file: every
 // record line is also appended there) and from aclsimReset's JSON.
 #pragma once
@@ -52,7 +53,7 @@ extern "C" {
 
 // Drops every process-level state (as a fresh process), then applies `options_json` (NULL or a
 // JSON object with any of: soc, devices, memory_mb, refcounted_init, desc_from_file,
-// load_charge) over the
+// load_charge, others_mb) over the
 // environment's options. Threads keep no context across a reset.
 void aclsimReset(const char* options_json);
 

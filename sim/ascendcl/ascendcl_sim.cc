@@ -140,6 +140,7 @@ struct Options {
   std::string soc = "Ascend310P3";
   int devices = 1;
   int64_t memory_mb = 4096;
+  int64_t others_mb = 0;  // held by other processes: not free, not this process's
   bool refcounted_init = false;
   bool desc_from_file = true;
   // What a load really takes on the device, as a multiple of what aclmdlQuerySize says
@@ -153,6 +154,7 @@ Options EnvOptions() {
   if (const char* v = std::getenv("ACLSIM_SOC"); v && *v) o.soc = v;
   if (const char* v = std::getenv("ACLSIM_DEVICES"); v && *v) o.devices = std::atoi(v);
   if (const char* v = std::getenv("ACLSIM_MEMORY_MB"); v && *v) o.memory_mb = std::atoll(v);
+  if (const char* v = std::getenv("ACLSIM_OTHERS_MB"); v && *v) o.others_mb = std::atoll(v);
   if (const char* v = std::getenv("ACLSIM_REFCOUNTED_INIT"); v && *v) o.refcounted_init = *v == '1';
   if (const char* v = std::getenv("ACLSIM_DESC_FROM_FILE"); v && *v) o.desc_from_file = *v != '0';
   if (const char* v = std::getenv("ACLSIM_LOAD_CHARGE"); v && *v) o.load_charge = std::atof(v);
@@ -448,7 +450,7 @@ size_t InputBytes(const OmModel& om, size_t index, uint64_t batch) {
 // Allocates device memory of `bytes` for a load, or fails like the device does.
 aclError Reserve(Sim& s, const std::string& call, int device, size_t bytes) {
   Device& d = s.devices[static_cast<size_t>(device)];
-  const size_t capacity = static_cast<size_t>(s.options.memory_mb) << 20;
+  const size_t capacity = static_cast<size_t>(s.options.memory_mb - s.options.others_mb) << 20;
   if (d.used + bytes > capacity) {
     return Fail(s, call, kErrorRtMemoryAllocation,
                 "EL0004: Memory_Allocation_Failure: device " + std::to_string(device) +
@@ -635,7 +637,7 @@ aclError aclrtGetMemInfo(int attr, size_t* free, size_t* total) {
   if (!free || !total) return Fail(s, call, kErrorInvalidParam, "EH0001: null argument");
   const Device& d = s.devices[static_cast<size_t>(Current(s)->device)];
   *total = static_cast<size_t>(s.options.memory_mb) << 20;
-  *free = *total - d.used;
+  *free = *total - d.used - (static_cast<size_t>(s.options.others_mb) << 20);
   return Rec(s, call, kSuccess);
 }
 
@@ -1132,6 +1134,7 @@ void aclsimReset(const char* options_json) {
     o.soc = j.value("soc", o.soc);
     o.devices = j.value("devices", o.devices);
     o.memory_mb = j.value("memory_mb", o.memory_mb);
+    o.others_mb = j.value("others_mb", o.others_mb);
     o.refcounted_init = j.value("refcounted_init", o.refcounted_init);
     o.desc_from_file = j.value("desc_from_file", o.desc_from_file);
     o.load_charge = j.value("load_charge", o.load_charge);

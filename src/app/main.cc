@@ -1,4 +1,6 @@
 // mmserve: a multi-model inference server. `mmserve serve|validate|doctor|version`.
+// Exit codes (app/server_builder.h): 0 ok, 1 validate found errors, 2 invalid config, 3 device
+// locked, 4 memory plan does not fit, 5 a port cannot be bound, 6 a runtime failed.
 #include <signal.h>
 
 #include <iostream>
@@ -43,9 +45,10 @@ int main(int argc, char** argv) {
   std::filesystem::path validate_config;
   auto* validate_cmd = app.add_subcommand("validate", "validate a YAML file; load nothing");
   validate_cmd->add_option("config", validate_config, "YAML file")->required();
-  bool validate_plan = false;
-  validate_cmd->add_flag("--plan", validate_plan,
-                         "also print the memory plan per device (exit 1 if it does not fit)");
+  bool validate_no_plan = false;
+  validate_cmd->add_flag("--no-plan", validate_no_plan,
+                         "skip the memory plan (by default it is printed per device, and a plan "
+                         "that does not fit fails validation as it fails serve)");
 
   std::filesystem::path doctor_lock_dir = mmserve::DeviceLock::DefaultDir();
   auto* doctor_cmd = app.add_subcommand("doctor", "what this host offers: CPU, memory, runtimes");
@@ -57,7 +60,7 @@ int main(int argc, char** argv) {
   mmserve::ConfigureLogging(log_level.empty() ? "info" : log_level);
   serve.log_level_from_config = log_level.empty();
   if (*serve_cmd) return mmserve::Serve(serve);
-  if (*validate_cmd) return mmserve::Validate(validate_config, validate_plan);
+  if (*validate_cmd) return mmserve::Validate(validate_config, !validate_no_plan);
   if (*doctor_cmd) return mmserve::Doctor(doctor_lock_dir);
   if (*version_cmd) std::cout << "mmserve " << MMSERVE_VERSION << "\n";
   return 0;

@@ -23,10 +23,11 @@ BuiltIns::BuiltIns() {
   backends.Register(std::make_unique<IdentityBackend>(host_runtime));
   backends.Register(std::make_unique<LlamaBackend>(ggml_runtime));
   backends.Register(std::make_unique<AclBackend>(acl_runtime));
+  backends.set_complete(true);
 }
 
 std::vector<RuntimeLease> HoldRuntimes(const ServerConfig& config, const BackendRegistry& backends,
-                                       RuntimeGuard& guard) {
+                                       RuntimeGuard& guard, Status* failed) {
   std::vector<RuntimeLease> leases;
   std::set<std::pair<Runtime*, int>> held;
   for (const auto& m : config.models) {
@@ -38,6 +39,10 @@ std::vector<RuntimeLease> HoldRuntimes(const ServerConfig& config, const Backend
     if (!lease.ok()) {
       spdlog::warn("runtime {} device {}: {}; its models will not load", runtime.name(),
                    m.device_id, lease.status().message());
+      // Unavailable: the runtime's library is not on this host (its models fail alone).
+      if (failed && failed->ok() && lease.status().code() != StatusCode::kUnavailable) {
+        *failed = lease.status();
+      }
       continue;
     }
     leases.push_back(std::move(*lease));
@@ -50,7 +55,7 @@ int Validate(const std::filesystem::path& config, bool plan) {
   auto parsed = LoadConfigFile(config, builtins.backends);
   if (!parsed.ok()) {
     std::cerr << config.string() << ": invalid\n" << parsed.status().message() << "\n";
-    return 1;
+    return kExitInvalid;
   }
   std::cout << config.string() << ": valid, " << parsed->models.size() << " model"
             << (parsed->models.size() == 1 ? "" : "s") << "\n";
@@ -68,9 +73,9 @@ int Validate(const std::filesystem::path& config, bool plan) {
   const auto plans = PlanMemory(*parsed, builtins.backends);
   std::cout << "memory plan:\n" << FormatPlan(plans);
   for (const auto& p : plans) {
-    if (!p.fits()) return 1;
+    if (!p.fits()) return kExitInvalid;
   }
-  return 0;
+  return kExitOk;
 }
 
 namespace {
@@ -134,8 +139,10 @@ bool StartUpModelsFit(const ServerConfig& config, const BackendRegistry& backend
                     p.domain, FormatPlan(plans));
       return false;
     }
-    spdlog::info("memory plan: device {}: start-up models need {} MiB of {} MiB ({})", p.domain,
-                 p.required() >> 20, p.limit() >> 20, p.budget_source);
+    spdlog::info("memory plan: device {}: start-up models need {} MiB of {} MiB ({}; {} MiB "
+                 "free now)",
+                 p.domain, p.required() >> 20, p.budget >> 20, p.budget_source,
+                 p.device_free >> 20);
   }
   return true;
 }
@@ -160,37 +167,15 @@ void DrainAndStop(HttpFrontend& http_frontend, GrpcFrontend* grpc, InferenceServ
   spdlog::info("http: stopped");
 }
 
-}  // namespace
+// The HTTP frontend and, when configured, the gRPC one, bound and serving.
+struct Frontends {
+  std::unique_ptr<HttpFrontend> http;
+  std::unique_ptr<GrpcFrontend> grpc;
+};
 
-int Serve(const ServeOptions& options) {
-  BuiltIns builtins;
-  auto config = LoadConfigFile(options.config, builtins.backends);
-  if (!config.ok()) {
-    spdlog::error("{}: {}", options.config.string(), config.status().message());
-    return 2;
-  }
-  if (options.log_level_from_config) {
-    spdlog::set_level(spdlog::level::from_str(config->global.log_level));
-  }
-  ApplyOverrides(options, config->global);
-  const GlobalConfig global = config->global;
-
-  auto locks = LockDevices(*config, options.lock_dir);
-  if (!locks.ok()) {
-    spdlog::error("refusing to start: {}", locks.status().message());
-    return 3;
-  }
-
-  RuntimeGuard guard;  // outlives the service, whose models hold its leases
-  std::vector<RuntimeLease> runtimes = HoldRuntimes(*config, builtins.backends, guard);
-
-  // Preflight: with the devices open, before anything loads.
-  if (!StartUpModelsFit(*config, builtins.backends)) return 4;
-
-  InferenceService service(std::move(*config), builtins.backends, guard);
-  service.LoadStartupModels();
-
-  auto frontend = HttpFrontend::Create(
+Result<Frontends> StartFrontends(const GlobalConfig& global, InferenceService& service) {
+  Frontends f;
+  auto http = HttpFrontend::Create(
       {.host = global.host,
        .port = global.port,
        .threads = global.thread_num,
@@ -201,41 +186,82 @@ int Serve(const ServeOptions& options) {
        .max_in_flight = global.max_in_flight,
        .cors_origins = global.cors_origins},
       service);
-  if (!frontend.ok()) {
-    spdlog::error("{}", frontend.status().ToString());
-    service.Shutdown(std::chrono::milliseconds(0));
-    return 4;
-  }
-  std::unique_ptr<GrpcFrontend> grpc;
+  if (!http.ok()) return http.status();
+  f.http = std::move(*http);
   if (global.grpc_port) {
-    auto started = GrpcFrontend::Create(
+    auto grpc = GrpcFrontend::Create(
         {.host = global.host,
          .port = *global.grpc_port,
          .access = Access(global.api_key, global.admin_key),
          .max_message_bytes = static_cast<size_t>(global.max_request_mb) << 20,
          .max_in_flight = global.max_in_flight},
         service);
-    if (!started.ok()) {
-      spdlog::error("{}", started.status().ToString());
-      (*frontend)->Stop();
-      service.Shutdown(std::chrono::milliseconds(0));
-      return 4;
+    if (!grpc.ok()) {
+      f.http->Stop();
+      return grpc.status();
     }
-    grpc = std::move(*started);
+    f.grpc = std::move(*grpc);
     spdlog::info("grpc listening on {}:{} (KServe v2 GRPCInferenceService)", global.host,
-                 grpc->port());
+                 f.grpc->port());
   }
+  return f;
+}
+
+}  // namespace
+
+int Serve(const ServeOptions& options) {
+  BuiltIns builtins;
+  auto config = LoadConfigFile(options.config, builtins.backends);
+  if (!config.ok()) {
+    spdlog::error("{}: {}", options.config.string(), config.status().message());
+    return kExitConfig;
+  }
+  if (options.log_level_from_config) {
+    spdlog::set_level(spdlog::level::from_str(config->global.log_level));
+  }
+  ApplyOverrides(options, config->global);
+  const GlobalConfig global = config->global;
+
+  auto locks = LockDevices(*config, options.lock_dir);
+  if (!locks.ok()) {
+    spdlog::error("refusing to start: {}", locks.status().message());
+    return kExitLocked;
+  }
+
+  RuntimeGuard guard;  // outlives the service, whose models hold its leases
+  Status runtime_failed;
+  std::vector<RuntimeLease> runtimes =
+      HoldRuntimes(*config, builtins.backends, guard, &runtime_failed);
+  if (!runtime_failed.ok()) {
+    spdlog::error("refusing to start: {}", runtime_failed.message());
+    return kExitRuntime;
+  }
+
+  // Preflight: with the devices open, before anything loads.
+  if (!StartUpModelsFit(*config, builtins.backends)) return kExitMemoryPlan;
+
+  InferenceService service(std::move(*config), builtins.backends, guard);
+  // The ports before the models: a port in use fails in milliseconds, not after the loads.
+  // Meanwhile the server answers: live, not ready, its models LOADING.
+  auto frontends = StartFrontends(global, service);
+  if (!frontends.ok()) {
+    spdlog::error("refusing to start: {}", frontends.status().ToString());
+    service.Shutdown(std::chrono::milliseconds(0));
+    return kExitPort;
+  }
+  service.LoadStartupModels();
   spdlog::info("mmserve listening on http://{}:{} ({}, {} I/O threads)", global.host,
-               (*frontend)->port(), service.Ready() ? "ready" : "NOT ready", global.thread_num);
+               frontends->http->port(), service.Ready() ? "ready" : "NOT ready",
+               global.thread_num);
 
   const int signal = WaitForTerminationSignal(service);
   spdlog::info("received {}: shutting down (drain timeout {} ms)",
                signal == SIGINT ? "SIGINT" : "SIGTERM", global.drain_timeout.count());
-  DrainAndStop(**frontend, grpc.get(), service, global.drain_timeout);
+  DrainAndStop(*frontends->http, frontends->grpc.get(), service, global.drain_timeout);
   runtimes.clear();  // the last leases: the runtimes close and finalize, newest first
   locks->clear();
   spdlog::info("shutdown complete");
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace mmserve

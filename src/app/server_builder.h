@@ -27,13 +27,26 @@ struct BuiltIns {
   BuiltIns();
 };
 
+// The process's exit codes, one per reason (README "Exit codes").
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitInvalid = 1,     // validate: the config has errors, or its memory plan does not fit
+  kExitConfig = 2,      // serve: the config has errors
+  kExitLocked = 3,      // serve: a device is held by another server
+  kExitMemoryPlan = 4,  // serve: the start-up models do not fit the memory rule
+  kExitPort = 5,        // serve: the HTTP or gRPC port cannot be bound
+  kExitRuntime = 6,     // serve: a device runtime present on this host failed to initialize
+};
+
 // Opens every (runtime, device) the models are placed on, so that the server owns each runtime
 // from start to shutdown: initialized once, before device memory is read or anything loads, and
 // finalized only after the last model is gone — never in between when a model idles out
 // (AscendCL cannot be initialized again after aclFinalize in one process). A runtime that cannot
 // open is logged; its models then fail to load with the same reason, and the others serve.
+// With `failed`: the first failure of a runtime that is present (not merely absent from this
+// host, e.g. AscendCL not installed) is stored there.
 std::vector<RuntimeLease> HoldRuntimes(const ServerConfig& config, const BackendRegistry& backends,
-                                       RuntimeGuard& guard);
+                                       RuntimeGuard& guard, Status* failed = nullptr);
 
 struct ServeOptions {
   std::filesystem::path config;
@@ -48,9 +61,9 @@ struct ServeOptions {
 // REQUIRES: SIGINT, SIGTERM and SIGHUP are blocked in every thread (main() does it first).
 int Serve(const ServeOptions& options);
 
-// `mmserve validate [--plan]`: prints the verdict (and every error), with `plan` the memory
+// `mmserve validate [--no-plan]`: prints the verdict (and every error), with `plan` the memory
 // plan per device too, and returns the exit code (1: invalid, or the plan does not fit).
-int Validate(const std::filesystem::path& config, bool plan = false);
+int Validate(const std::filesystem::path& config, bool plan = true);
 
 // `mmserve doctor`: host, backends, device runtimes and device holders. Always exits 0.
 int Doctor(const std::filesystem::path& lock_dir);

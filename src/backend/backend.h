@@ -153,6 +153,8 @@ class Backend {
 
   // Adds every problem with `model` (its params above all) to `errors`. Loads nothing.
   virtual void Validate(const ModelConfig& model, ConfigErrors& errors) const = 0;
+  // The task `model`'s file is made for, when the config names none; "" = the default task.
+  virtual std::string InferTask(const ModelConfig& model) const { return ""; }
   // Memory the model will hold once loaded, before loading it.
   virtual Result<MemoryEstimate> Estimate(const ModelConfig& model) const = 0;
   // REQUIRES: Validate() reported nothing, and the caller holds a lease on runtime().

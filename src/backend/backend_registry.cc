@@ -54,8 +54,19 @@ std::optional<int> BackendRegistry::DeviceCount(const std::string& backend) cons
 void BackendRegistry::ValidateModel(const ModelConfig& model, ConfigErrors& errors) const {
   if (auto it = backends_.find(model.backend); it != backends_.end()) {
     it->second->Validate(model, errors);
+    return;
   }
-  // A backend this build lacks: its params cannot be checked here; loading it reports why.
+  if (!complete_) return;  // a partial registry (a test's): loading reports what is missing
+  std::string built;
+  for (const auto& [name, backend] : backends_) built += (built.empty() ? "" : ", ") + name;
+  errors.Add({.where = model.where, .field = model.Field("backend"),
+              .expected = "a backend built into this mmserve (" + built + ")",
+              .found = "\"" + model.backend + "\", which this build does not have"});
+}
+
+std::string BackendRegistry::InferTask(const ModelConfig& model) const {
+  auto it = backends_.find(model.backend);
+  return it == backends_.end() ? "" : it->second->InferTask(model);
 }
 
 bool BackendRegistry::ExecutesInline(const ModelConfig& model) const {

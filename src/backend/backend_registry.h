@@ -28,12 +28,17 @@ class BackendRegistry final : public BackendCatalog {
   std::vector<std::string> Tasks(const std::string& backend) const override;
   bool NeedsPath(const std::string& backend) const override;
   std::optional<int> DeviceCount(const std::string& backend) const override;
+  // A backend the schema knows but this registry lacks is an error once the registry is
+  // complete (set_complete: the build's whole set, as the app registers it).
   void ValidateModel(const ModelConfig& model, ConfigErrors& errors) const override;
+  void set_complete(bool complete) { complete_ = complete; }
+  std::string InferTask(const ModelConfig& model) const override;
   bool ExecutesInline(const ModelConfig& model) const override;
 
  private:
   std::map<std::string, std::unique_ptr<Backend>> backends_;
   std::map<std::string, std::vector<std::string>> known_tasks_;  // every schema backend
+  bool complete_ = false;
 };
 
 }  // namespace mmserve

@@ -66,7 +66,8 @@ class Parser {
   }
 
   Result<std::vector<ModelConfig>> RunEntry(const json& entry, const GlobalConfig& global) {
-    const Params p(entry, "config", std::make_shared<Params::Locations>());
+    roots_ = &global.model_roots;  // a client's entry: no file outside them is even looked at
+    const Params p(entry, "parameters.config", std::make_shared<Params::Locations>());
     if (!entry.is_object()) {
       errors_.Add({.where = {.file = file_},
                    .field = "config",
@@ -104,6 +105,7 @@ class Parser {
     ParamReader r(p, errors_);
     ModelConfig m;
     m.where = p.LocationOf(p.path());
+    m.entry = p.path();
     m.name = r.String("name", "");
     if (!r.Has("name")) {
       r.Error("name", "a model name", "nothing");
@@ -122,6 +124,7 @@ class Parser {
     // The backend follows the (first) version's file.
     ResolveBackend(r, m, versions.empty() ? path_text : versions.front().path_text);
     m.task = r.String("task", "");
+    const bool task_given = r.Has("task");
     m.device_id = static_cast<int>(r.Int("device_id", global.device, 0, 1023));
     ReadBatching(r, m);
     m.preprocess = r.String("preprocess", "");
@@ -160,23 +163,39 @@ class Parser {
     CheckModelRules(r, m);
     std::vector<ModelConfig> out;
     for (const VersionSource& source : versions) {
-      ModelConfig v = m;
-      v.version = source.version;
-      v.path = source.path;
-      if (source.in_folder) v.versions_dir = m.path;
-      if (source.params) {
-        nlohmann::json merged = m.params.value();
-        for (const auto& [key, value] : source.params->value().items()) merged[key] = value;
-        v.params = source.params->Sub(std::move(merged), source.params->path());
-      }
-      if (!m.backend.empty() && catalog_.NeedsPath(m.backend)) {
-        CheckPath(r, source.field, v, source.path_text);
-      }
-      if (!m.backend.empty()) catalog_.ValidateModel(v, errors_);
-      v.fingerprint = ModelFingerprint(p, v);
-      out.push_back(std::move(v));
+      out.push_back(ReadVersion(p, r, m, source, task_given));
     }
     return out;
+  }
+
+  struct VersionSource;
+  // One version of the entry `m`: its file checked (then read by the backend: the task it is
+  // made for when the entry names none, its header), its own params merged.
+  ModelConfig ReadVersion(const Params& p, ParamReader& r, const ModelConfig& m,
+                          const VersionSource& source, bool task_given) {
+    ModelConfig v = m;
+    v.version = source.version;
+    v.path = source.path;
+    if (source.in_folder) v.versions_dir = m.path;
+    if (source.params) {
+      nlohmann::json merged = m.params.value();
+      for (const auto& [key, value] : source.params->value().items()) merged[key] = value;
+      v.params = source.params->Sub(std::move(merged), source.params->path());
+    }
+    bool readable = true;
+    if (!m.backend.empty() && catalog_.NeedsPath(m.backend)) {
+      readable = CheckModelFile(r, source.field, m.backend, v.path, source.path_text, roots_);
+    }
+    if (!m.backend.empty() && readable && !task_given) {
+      if (std::string task = catalog_.InferTask(v); !task.empty()) v.task = std::move(task);
+    }
+    if (!m.backend.empty()) {
+      ModelConfig checked = v;
+      if (!readable) checked.path.clear();  // the backend reads no file that failed the checks
+      catalog_.ValidateModel(checked, errors_);
+    }
+    v.fingerprint = ModelFingerprint(p, v);
+    return v;
   }
 
   // Where one version comes from: its number, its file, and its own params (versions[] maps).
@@ -521,56 +540,15 @@ class Parser {
     }
   }
 
-  void CheckPath(ParamReader& r, const std::string& field, const ModelConfig& m,
-                 const std::string& path_text) {
-    if (path_text.empty()) {
-      if (field == "path") r.Error(field, "the model file for backend " + m.backend, "nothing");
-      return;  // a version folder without a file: already reported
-    }
-    std::error_code ec;
-    const auto status = fs::status(m.path, ec);
-    if (ec || !fs::exists(status)) {
-      r.Error(field, "an existing file", "\"" + m.path.string() + "\" (no such file)");
-    } else if (::access(m.path.c_str(), R_OK) != 0) {
-      r.Error(field, "a readable file", "\"" + m.path.string() + "\" (permission denied)");
-    } else if (!fs::is_regular_file(status)) {
-      r.Error(field, "a model file", "\"" + m.path.string() + "\" (not a regular file)");
-    }
-  }
-
   std::string file_;
   const BackendCatalog& catalog_;
   fs::path base_dir_;
   ConfigErrors errors_;
   std::map<std::string, SourceLocation> names_;
+  const std::vector<fs::path>* roots_ = nullptr;  // set for a client's entry
 };
 
 }  // namespace
-
-std::optional<std::optional<std::chrono::milliseconds>> ParseDuration(const std::string& text) {
-  std::string_view number = text;
-  int64_t factor = 1000;  // seconds without a unit
-  for (const auto& [unit, ms] : {std::pair<std::string_view, int64_t>{"ms", 1}, {"s", 1000},
-                                 {"m", 60'000}, {"h", 3'600'000}}) {
-    if (number.size() > unit.size() && number.ends_with(unit)) {
-      number.remove_suffix(unit.size());
-      factor = ms;
-      break;
-    }
-  }
-  const bool has_unit = number.size() != text.size();
-  if (number.empty() || number[0] == '+') return std::nullopt;
-  const auto n = ParseInt64(number);
-  if (!n) return std::nullopt;
-  if (*n < 0) {
-    if (*n == -1 && !has_unit) return std::optional<std::chrono::milliseconds>();
-    return std::nullopt;
-  }
-  // Bounded so that now + duration never overflows a clock (steady_clock counts nanoseconds).
-  const auto ms = CheckedMul(*n, factor);
-  if (!ms || *ms > kMaxDurationMs) return std::nullopt;
-  return std::optional<std::chrono::milliseconds>(std::chrono::milliseconds(*ms));
-}
 
 Result<ServerConfig> ParseConfig(const std::string& yaml, const std::string& file,
                                  const BackendCatalog& catalog) {

@@ -1,5 +1,8 @@
 #include "config/config_readers.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <map>
 
 #include "common/json.h"
@@ -187,7 +190,12 @@ GlobalConfig ReadGlobal(const Params& p, const fs::path& base_dir, ConfigErrors&
   GlobalConfig g;
   g.device = static_cast<int>(r.Int("device", g.device, 0, 1023));
   g.memory_pool_mb = r.Int("memory_pool", g.memory_pool_mb, 0, int64_t{1} << 30);
-  g.memory_headroom = r.Double("memory_headroom", g.memory_headroom, 0.01, 1.0);
+  if (r.Has("memory_headroom")) {
+    r.Error("memory_headroom",
+            "preflight.max_fill (memory_headroom was folded into it: one share of a device's "
+            "capacity that models may fill, 0.9 by default)",
+            "memory_headroom");
+  }
   if (auto preflight = r.Map("preflight")) {
     ParamReader p(*preflight, errors);
     g.preflight.factor = p.Double("factor", g.preflight.factor, 1.0, 10.0);
@@ -253,6 +261,68 @@ GlobalConfig ReadGlobal(const Params& p, const fs::path& base_dir, ConfigErrors&
   }
   r.Finish();
   return g;
+}
+
+bool InsideRoots(const std::vector<fs::path>& roots, const fs::path& path) {
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(path, ec);
+  if (ec) return false;
+  return std::any_of(roots.begin(), roots.end(), [&](const fs::path& root) {
+    return std::mismatch(root.begin(), root.end(), real.begin(), real.end()).first == root.end();
+  });
+}
+
+std::optional<std::optional<std::chrono::milliseconds>> ParseDuration(const std::string& text) {
+  std::string_view number = text;
+  int64_t factor = 1000;  // seconds without a unit
+  for (const auto& [unit, ms] : {std::pair<std::string_view, int64_t>{"ms", 1}, {"s", 1000},
+                                 {"m", 60'000}, {"h", 3'600'000}}) {
+    if (number.size() > unit.size() && number.ends_with(unit)) {
+      number.remove_suffix(unit.size());
+      factor = ms;
+      break;
+    }
+  }
+  const bool has_unit = number.size() != text.size();
+  if (number.empty() || number[0] == '+') return std::nullopt;
+  const auto n = ParseInt64(number);
+  if (!n) return std::nullopt;
+  if (*n < 0) {
+    if (*n == -1 && !has_unit) return std::optional<std::chrono::milliseconds>();
+    return std::nullopt;
+  }
+  // Bounded so that now + duration never overflows a clock (steady_clock counts nanoseconds).
+  const auto ms = CheckedMul(*n, factor);
+  if (!ms || *ms > kMaxDurationMs) return std::nullopt;
+  return std::optional<std::chrono::milliseconds>(std::chrono::milliseconds(*ms));
+}
+
+bool CheckModelFile(ParamReader& r, const std::string& field, const std::string& backend,
+                    const fs::path& path, const std::string& path_text,
+                    const std::vector<fs::path>* roots) {
+  if (path_text.empty()) {
+    if (field == "path") r.Error(field, "the model file for backend " + backend, "nothing");
+    return false;  // a version folder without a file: already reported
+  }
+  if (roots && !InsideRoots(*roots, path)) {
+    std::vector<std::string> names;
+    for (const auto& root : *roots) names.push_back(root.string());
+    r.Error(field, "a file inside the model roots (" + Join(names, ", ") + "; global.model_roots)",
+            "\"" + path.lexically_normal().string() + "\"");
+    return false;
+  }
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) {
+    r.Error(field, "an existing file", "\"" + path.string() + "\" (no such file)");
+  } else if (::access(path.c_str(), R_OK) != 0) {
+    r.Error(field, "a readable file", "\"" + path.string() + "\" (permission denied)");
+  } else if (!fs::is_regular_file(status)) {
+    r.Error(field, "a model file", "\"" + path.string() + "\" (not a regular file)");
+  } else {
+    return true;
+  }
+  return false;
 }
 
 }  // namespace mmserve

@@ -44,4 +44,15 @@ std::string ModelFingerprint(const Params& entry, const ModelConfig& v);
 GlobalConfig ReadGlobal(const Params& p, const std::filesystem::path& base_dir,
                         ConfigErrors& errors);
 
+// Whether `path` (resolved through symlinks as far as it exists) lies inside one of `roots`.
+bool InsideRoots(const std::vector<std::filesystem::path>& roots,
+                 const std::filesystem::path& path);
+
+// Whether a version's file may be read, reporting why not under `field`: inside `roots` (when
+// given: a client's entry, whose files outside them are not even looked at), existing,
+// readable, regular.
+bool CheckModelFile(ParamReader& r, const std::string& field, const std::string& backend,
+                    const std::filesystem::path& path, const std::string& path_text,
+                    const std::vector<std::filesystem::path>* roots);
+
 }  // namespace mmserve

@@ -96,6 +96,8 @@ struct ModelConfig {
   bool execute_inline = false;
   Params params;
   SourceLocation where;           // the position of this model's entry in the file
+  std::string entry;              // its path in the file, "models[3]"; fields are named under it
+  std::string Field(const std::string& key) const { return entry.empty() ? key : entry + "." + key; }
 };
 
 // Asynchronous inference jobs: how many may be pending or unfetched, and how long a finished
@@ -106,8 +108,9 @@ struct JobsConfig {
   bool operator==(const JobsConfig&) const = default;
 };
 
-// The start-up check that the models fit: Σ(start-up estimates) × factor must stay under
-// max_fill × each device's budget.
+// The one memory rule (the template's): models may fill max_fill of a device's capacity
+// (global.memory_pool when set, else what the device reports); before anything loads,
+// Σ(start-up estimates) × factor must fit in that, and in the memory free at start.
 struct PreflightConfig {
   double factor = 1.2;
   double max_fill = 0.9;
@@ -116,8 +119,7 @@ struct PreflightConfig {
 
 struct GlobalConfig {
   int device = 0;                 // default device_id for models that name none
-  int64_t memory_pool_mb = 0;     // per-device budget; 0 = the device's capacity × headroom
-  double memory_headroom = 0.9;   // the share of a device's capacity models may use
+  int64_t memory_pool_mb = 0;     // per-device capacity for models; 0 = what the device reports
   PreflightConfig preflight;
   int thread_num = 2;             // HTTP I/O threads
   std::string host = "127.0.0.1";

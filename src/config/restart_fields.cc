@@ -9,11 +9,11 @@ namespace {
 // Every field of GlobalConfig, in declaration order. The structured binding does not compile
 // when the struct gains or loses a field: then classify the new one in RestartNeeded.
 auto Fields(const GlobalConfig& g) {
-  const auto& [device, memory_pool_mb, memory_headroom, preflight, thread_num, host, port,
+  const auto& [device, memory_pool_mb, preflight, thread_num, host, port,
                max_request_mb, keep_alive, drain_timeout, log_level, jobs, model_roots, watch,
                grpc_port, api_key, admin_key, max_connections, max_in_flight, cors_origins,
                priority_linger] = g;
-  return std::tie(device, memory_pool_mb, memory_headroom, preflight, thread_num, host, port,
+  return std::tie(device, memory_pool_mb, preflight, thread_num, host, port,
                   max_request_mb, keep_alive, drain_timeout, log_level, jobs, model_roots, watch,
                   grpc_port, api_key, admin_key, max_connections, max_in_flight, cors_origins,
                   priority_linger);
@@ -29,7 +29,7 @@ struct Field {
 // (device, keep_alive) or read anew where used (model_roots, watch).
 constexpr Field kFields[] = {
     {"device", Takes::kReload},          {"memory_pool", Takes::kRestart},
-    {"memory_headroom", Takes::kRestart}, {"preflight", Takes::kRestart},
+    {"preflight", Takes::kRestart},
     {"thread_num", Takes::kRestart},     {"host", Takes::kRestart},
     {"port", Takes::kRestart},           {"max_request_mb", Takes::kRestart},
     {"keep_alive", Takes::kReload},      {"drain_timeout", Takes::kRestart},

@@ -201,7 +201,10 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
                                    std::to_string(policy.max_size) + " requests)");
     } else {
       p->ledger.seq = next_seq_++;
-      if (p->deadline < watch_next_) watch_cv_.notify_one();
+      if (p->deadline < watch_next_) {
+        watch_kick_ = true;
+        watch_cv_.notify_one();
+      }
       queue.push_back(std::move(p));
       ++queued_;
       if (options_.gate) options_.gate->Enter(options_.default_priority);
@@ -535,7 +538,8 @@ void ModelScheduler::WatchdogLoop(std::stop_token stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
     watch_next_ = NextWatch(Clock::now());
-    watch_cv_.wait_until(lock, stop, watch_next_, [] { return false; });
+    watch_kick_ = false;
+    watch_cv_.wait_until(lock, stop, watch_next_, [this] { return watch_kick_; });
     if (stop.stop_requested()) return;
     const auto now = Clock::now();
     std::vector<Answer> answers;

@@ -205,6 +205,7 @@ class ModelScheduler {
   int64_t executing_ = 0;    // guarded by mu_
   uint64_t next_seq_ = 0;    // guarded by mu_
   Clock::time_point watch_next_;  // guarded by mu_: when the watchdog wakes next
+  bool watch_kick_ = false;       // guarded by mu_: an earlier deadline came; wake now
   int instances_ready_ = 0;  // guarded by mu_
   Status instance_error_;    // guarded by mu_
   std::vector<Running> running_;  // guarded by mu_; one per worker

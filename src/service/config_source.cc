@@ -6,6 +6,7 @@
 
 #include "common/json.h"
 #include "common/strings.h"
+#include "config/config_readers.h"
 #include "config/config_parser.h"
 
 namespace mmserve {
@@ -35,13 +36,9 @@ Result<std::vector<ModelConfig>> ReadModelEntry(const std::string& name, nlohman
   const auto& roots = current.global.model_roots;
   for (const auto& m : *configs) {
     if (m.path.empty()) continue;
-    std::error_code ec;
-    const fs::path real = fs::weakly_canonical(m.path, ec);
-    const bool inside = std::any_of(roots.begin(), roots.end(), [&](const fs::path& root) {
-      return std::mismatch(root.begin(), root.end(), real.begin(), real.end()).first ==
-             root.end();
-    });
-    if (!inside) {
+    if (!InsideRoots(roots, m.path)) {
+      std::error_code ec;
+      const fs::path real = fs::weakly_canonical(m.path, ec);
       std::vector<std::string> names;
       for (const auto& root : roots) names.push_back(root.string());
       return InvalidArgument("parameters.config.path: expected a file inside the model roots (" +

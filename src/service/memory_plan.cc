@@ -1,5 +1,6 @@
 #include "service/memory_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -14,18 +15,24 @@ DeviceMemory MemoryOf(const ModelConfig& model, const BackendRegistry& backends)
   return HostMemory();
 }
 
+namespace {
+
+int64_t CapacityOf(const DeviceMemory& memory, const GlobalConfig& global) {
+  return global.memory_pool_mb > 0 ? global.memory_pool_mb << 20 : memory.total;
+}
+
+}  // namespace
+
 int64_t BudgetFor(const DeviceMemory& memory, const GlobalConfig& global, std::string* source) {
-  if (global.memory_pool_mb > 0) {
-    if (source) *source = "global.memory_pool";
-    return global.memory_pool_mb << 20;
-  }
+  const int64_t capacity = CapacityOf(memory, global);
   if (source) {
-    char text[96];
-    std::snprintf(text, sizeof(text), "capacity %s x memory_headroom %.2f",
-                  FormatMib(memory.total).c_str(), global.memory_headroom);
+    char text[128];
+    std::snprintf(text, sizeof(text), "%s %s x preflight.max_fill %.2f",
+                  global.memory_pool_mb > 0 ? "memory_pool" : "capacity",
+                  FormatMib(capacity).c_str(), global.preflight.max_fill);
     *source = text;
   }
-  return static_cast<int64_t>(static_cast<double>(memory.total) * global.memory_headroom);
+  return static_cast<int64_t>(static_cast<double>(capacity) * global.preflight.max_fill);
 }
 
 std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegistry& backends) {
@@ -35,6 +42,9 @@ std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegi
       if (p.domain == memory.domain) return p;
     }
     DevicePlan p{.domain = memory.domain,
+                 .capacity = CapacityOf(memory, config.global),
+                 .device_total = memory.total,
+                 .device_free = memory.free,
                  .factor = config.global.preflight.factor,
                  .max_fill = config.global.preflight.max_fill};
     p.budget = BudgetFor(memory, config.global, &p.budget_source);
@@ -62,11 +72,50 @@ std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegi
   return plans;
 }
 
+namespace {
+
+// For a plan that does not fit: which start-up models to make on_demand (largest first) to
+// cover the excess, and what else shrinks an estimate.
+void AdviseOn(const DevicePlan& p, int64_t limit, std::ostream& out) {
+  const int64_t excess = p.required() - limit;
+  out << "  to fit, remove " << FormatMib(excess) << " from the start-up total x "
+      << p.factor << ", e.g.:\n";
+  std::vector<const PlanEntry*> startup;
+  for (const auto& e : p.entries) {
+    if (e.startup && e.bytes > 0) startup.push_back(&e);
+  }
+  std::sort(startup.begin(), startup.end(),
+            [](const PlanEntry* a, const PlanEntry* b) { return a->bytes > b->bytes; });
+  int64_t saved = 0;
+  for (const PlanEntry* e : startup) {
+    if (saved >= excess) break;
+    const auto by = static_cast<int64_t>(static_cast<double>(e->bytes) * p.factor);
+    out << "    - load: on_demand for '" << e->model << "' (saves " << FormatMib(by)
+        << "; it loads on its first request, evicting idle models)\n";
+    saved += by;
+  }
+  out << "    - a smaller params.n_ctx or n_parallel for llama models (the KV cache is part of "
+         "the estimate), fewer thread_num instances, or a quantized file (Q4_K_M is about a "
+         "third of F16)\n"
+      << "    - or a larger global.memory_pool / preflight.max_fill, if the device really has "
+         "the room\n";
+}
+
+}  // namespace
+
 std::string FormatPlan(const std::vector<DevicePlan>& plans) {
   std::ostringstream out;
   for (const auto& p : plans) {
     out << "device " << p.domain << ": budget " << FormatMib(p.budget) << " (" << p.budget_source
-        << ")\n";
+        << ")";
+    if (p.device_total > 0) {
+      out << "; the device has " << FormatMib(p.device_total) << ", " << FormatMib(p.device_free)
+          << " free now";
+      if (p.device_free > 0 && p.device_free < p.device_total) {
+        out << " (" << FormatMib(p.device_total - p.device_free) << " held by others)";
+      }
+    }
+    out << "\n";
     char row[512];
     std::snprintf(row, sizeof(row), "  %-24s %-10s %12s  %s\n", "model", "load", "estimate",
                   "source");
@@ -79,11 +128,16 @@ std::string FormatPlan(const std::vector<DevicePlan>& plans) {
     }
     char verdict[256];
     std::snprintf(verdict, sizeof(verdict),
-                  "  start-up total %s x %.2f = %s %s %.0f%% of the budget (%s): %s\n",
+                  "  start-up total %s x %.2f = %s %s the budget (%s, %.0f%% of %s)",
                   FormatMib(p.startup_bytes).c_str(), p.factor, FormatMib(p.required()).c_str(),
-                  p.fits() ? "within" : "exceeds", p.max_fill * 100, FormatMib(p.limit()).c_str(),
-                  p.fits() ? "fits" : "DOES NOT FIT");
+                  p.within_budget() ? "within" : "exceeds", FormatMib(p.budget).c_str(),
+                  p.max_fill * 100, FormatMib(p.capacity).c_str());
     out << verdict;
+    if (!p.within_free()) out << " and exceeds the " << FormatMib(p.device_free) << " free now";
+    out << ": " << (p.fits() ? "fits" : "DOES NOT FIT") << "\n";
+    if (!p.fits()) {
+      AdviseOn(p, p.within_budget() ? p.device_free : p.budget, out);
+    }
   }
   return out.str();
 }

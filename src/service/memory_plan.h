@@ -1,10 +1,13 @@
 // The memory plan: what each device's models will take before anything loads, against the
 // device's budget. Preflight refuses to start a server whose start-up models do not fit;
-// `mmserve validate --plan` prints the same table without loading.
+// `mmserve validate` prints the same table without loading (and fails the same way).
 //
-//   budget   = global.memory_pool (MB) when set, else the device's capacity × memory_headroom
-//   required = Σ(estimates of the start-up models on the device) × preflight.factor
-//   fits     = required ≤ budget × preflight.max_fill
+// One rule, the template's:
+//   capacity = global.memory_pool (MB) when set, else what the device reports
+//   budget   = capacity × preflight.max_fill (0.9)      — also the budget loads are held to
+//   required = Σ(estimates of the start-up models on the device) × preflight.factor (1.2)
+//   fits     = required ≤ budget, and required ≤ the device's free memory now (when known:
+//              another process may hold part of the capacity)
 #pragma once
 
 #include <string>
@@ -25,21 +28,25 @@ struct PlanEntry {
 
 struct DevicePlan {
   std::string domain;          // models on the same memory share a plan ("host", "cuda:0")
-  int64_t budget = 0;
+  int64_t capacity = 0;        // memory_pool, else the device's total
+  int64_t device_total = 0;    // what the device reports (0: unknown)
+  int64_t device_free = 0;     // free now, before mmserve loads anything (0: unknown)
+  int64_t budget = 0;          // capacity × max_fill
   std::string budget_source;
   double factor = 1.2;
   double max_fill = 0.9;
   std::vector<PlanEntry> entries;
   int64_t startup_bytes = 0;   // Σ estimates of the start-up models
   int64_t required() const { return static_cast<int64_t>(static_cast<double>(startup_bytes) * factor); }
-  int64_t limit() const { return static_cast<int64_t>(static_cast<double>(budget) * max_fill); }
-  bool fits() const { return required() <= limit(); }
+  bool within_budget() const { return required() <= budget; }
+  bool within_free() const { return device_free <= 0 || required() <= device_free; }
+  bool fits() const { return within_budget() && within_free(); }
 };
 
 // The memory `model`'s device draws from (the host's RAM when its backend is not built in).
 DeviceMemory MemoryOf(const ModelConfig& model, const BackendRegistry& backends);
-// The budget of `memory`: global.memory_pool when set, else capacity x memory_headroom; with
-// `source`, says which.
+// The budget of `memory`: (global.memory_pool when set, else its total) x preflight.max_fill;
+// with `source`, says which.
 int64_t BudgetFor(const DeviceMemory& memory, const GlobalConfig& global,
                   std::string* source = nullptr);
 
@@ -47,7 +54,8 @@ int64_t BudgetFor(const DeviceMemory& memory, const GlobalConfig& global,
 // is missing or cannot estimate is listed with the reason and 0 bytes.
 std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegistry& backends);
 
-// The plans as a table per device, with a verdict line each.
+// The plans as a table per device, with a verdict line each and, for a plan that does not fit,
+// what to change, with the numbers.
 std::string FormatPlan(const std::vector<DevicePlan>& plans);
 
 }  // namespace mmserve

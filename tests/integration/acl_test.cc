@@ -264,21 +264,41 @@ TEST(AclLifecycleTest, PreflightSumsAclmdlQuerySizeAndRefusesWhatTheCardCannotHo
   testing::TempDir dir;
   ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);
   const std::string config = WriteConfig(dir);
-  auto [code, out] = ServerProcess::Run({"validate", "--plan", config});
+  auto [code, out] = ServerProcess::Run({"validate", config});
   EXPECT_EQ(code, 0) << out;
-  EXPECT_THAT(out, HasSubstr("device acl:0: budget 3686.4 MiB (capacity 4096.0 MiB"));
+  EXPECT_THAT(out, HasSubstr("device acl:0: budget 3686.4 MiB (capacity 4096.0 MiB x "
+                             "preflight.max_fill 0.90); the device has 4096.0 MiB, 4096.0 MiB "
+                             "free now"));
   EXPECT_THAT(out, HasSubstr("aclmdlQuerySize: 2 x (work 1 MiB + weight 4 MiB)"));
   EXPECT_THAT(out, HasSubstr("aclmdlQuerySize: weight 8 MiB + 1 x work 2 MiB (pool)"));
   // det 10 + guarded 5 + cls 10 + foreign 10 = 35 MiB, x 1.2 = 42 MiB
   EXPECT_THAT(out, HasSubstr("start-up total 35.0 MiB x 1.20 = 42.0 MiB"));
 
+  // The rule is 90 % of the card, once: 42 MiB fits in 0.9 x 47 MiB = 42.3 MiB.
+  ::setenv("ACLSIM_MEMORY_MB", "47", 1);
+  std::tie(code, out) = ServerProcess::Run({"validate", config});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("= 42.0 MiB within the budget (42.3 MiB, 90% of 47.0 MiB): fits"));
+
   ::setenv("ACLSIM_MEMORY_MB", "40", 1);  // 36 MiB usable: 42 MiB does not fit
   std::tie(code, out) = ServerProcess::Run(
       {"serve", config, "--port", "0", "--lock-dir", (dir.path() / "locks").string()});
-  ::unsetenv("ACLSIM_MEMORY_MB");
   EXPECT_EQ(code, 4) << out;
   EXPECT_THAT(out, HasSubstr("refusing to start: the start-up models do not fit in device acl:0"));
   EXPECT_THAT(out, HasSubstr("DOES NOT FIT"));
+  EXPECT_THAT(out, HasSubstr("load: on_demand for 'det' (saves 12.0 MiB"));
+  std::tie(code, out) = ServerProcess::Run({"validate", "--no-plan", config});
+  EXPECT_EQ(code, 0) << "--no-plan skips the plan: " << out;
+
+  // Capacity would do, but another process holds 70 of the card's 100 MiB.
+  ::setenv("ACLSIM_MEMORY_MB", "100", 1);
+  ::setenv("ACLSIM_OTHERS_MB", "70", 1);
+  std::tie(code, out) = ServerProcess::Run({"validate", config});
+  ::unsetenv("ACLSIM_MEMORY_MB");
+  ::unsetenv("ACLSIM_OTHERS_MB");
+  EXPECT_NE(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("30.0 MiB free now (70.0 MiB held by others)"));
+  EXPECT_THAT(out, HasSubstr("and exceeds the 30.0 MiB free now: DOES NOT FIT"));
 }
 
 TEST(AclLifecycleTest, DoctorReportsAscendWhenPresentAndSaysSoWhenNot) {

@@ -1,4 +1,11 @@
 // `mmserve validate`, `doctor` and `version` as a user runs them.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -63,26 +70,76 @@ TEST(CliTest, ServeRefusesStartupModelsThatDoNotFitAndPrintsThePlan) {
   EXPECT_EQ(code, 4) << out;
   EXPECT_THAT(out, HasSubstr("refusing to start: the start-up models do not fit in device "
                              "host's memory budget"));
-  EXPECT_THAT(out, HasSubstr("device host: budget 100.0 MiB (global.memory_pool)"));
+  EXPECT_THAT(out, HasSubstr("device host: budget 90.0 MiB (memory_pool 100.0 MiB x "
+                             "preflight.max_fill 0.90)"));
   EXPECT_THAT(out, HasSubstr("big v1"));
   EXPECT_THAT(out, HasSubstr("80.0 MiB  identity params.memory_mb"));
-  EXPECT_THAT(out, HasSubstr("start-up total 90.0 MiB x 1.20 = 108.0 MiB exceeds 90% of the "
-                             "budget (90.0 MiB): DOES NOT FIT"));
+  EXPECT_THAT(out, HasSubstr("start-up total 90.0 MiB x 1.20 = 108.0 MiB exceeds the budget "
+                             "(90.0 MiB, 90% of 100.0 MiB): DOES NOT FIT"));
+  // What to change, with the numbers.
+  EXPECT_THAT(out, HasSubstr("to fit, remove 18.0 MiB from the start-up total"));
+  EXPECT_THAT(out, HasSubstr("load: on_demand for 'big' (saves 96.0 MiB"));
   EXPECT_THAT(out, ::testing::Not(HasSubstr("loaded")));
 }
 
-TEST(CliTest, ValidatePlanPrintsThePlanWithoutLoading) {
+TEST(CliTest, ValidatePrintsThePlanWithoutLoadingAndFailsWhatServeWouldRefuse) {
   testing::TempDir dir;
-  auto [code, out] = ServerProcess::Run({"validate", "--plan", dir.Write("m.yaml", kTooBig).string()});
+  auto [code, out] = ServerProcess::Run({"validate", dir.Write("m.yaml", kTooBig).string()});
   EXPECT_EQ(code, 1) << out;
   EXPECT_THAT(out, HasSubstr("memory plan:"));
   EXPECT_THAT(out, HasSubstr("DOES NOT FIT"));
   std::string fits = kTooBig;
   fits.replace(fits.find("memory_mb: 80"), 13, "memory_mb: 40");
-  auto [ok_code, ok_out] = ServerProcess::Run({"validate", "--plan", dir.Write("f.yaml", fits).string()});
+  auto [ok_code, ok_out] = ServerProcess::Run({"validate", dir.Write("f.yaml", fits).string()});
   EXPECT_EQ(ok_code, 0) << ok_out;
-  EXPECT_THAT(ok_out, HasSubstr("start-up total 50.0 MiB x 1.20 = 60.0 MiB within 90% of the "
-                                "budget (90.0 MiB): fits"));
+  EXPECT_THAT(ok_out, HasSubstr("start-up total 50.0 MiB x 1.20 = 60.0 MiB within the budget "
+                                "(90.0 MiB, 90% of 100.0 MiB): fits"));
+  auto [skip_code, skip_out] =
+      ServerProcess::Run({"validate", "--no-plan", dir.Write("m.yaml", kTooBig).string()});
+  EXPECT_EQ(skip_code, 0) << skip_out;
+  EXPECT_THAT(skip_out, ::testing::Not(HasSubstr("memory plan:")));
+}
+
+TEST(CliTest, ABackendThisBuildDoesNotHaveIsAnErrorNotValid) {
+  testing::TempDir dir;
+  dir.Write("det.onnx", "not really onnx");
+  auto [code, out] = ServerProcess::Run(
+      {"validate", dir.Write("m.yaml", "models:\n  - {name: det, path: det.onnx}\n").string()});
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_THAT(out, HasSubstr("models[0].backend: expected a backend built into this mmserve "
+                             "(acl, identity, llama), found \"opencv\", which this build does "
+                             "not have"));
+}
+
+TEST(CliTest, ServeBindsItsPortBeforeLoadingAndEachFailureHasItsOwnExitCode) {
+  testing::TempDir dir;
+  // A port in use: exit 5 before any model loads.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  const std::string yaml = dir.Write(
+      "m.yaml", "models:\n  - {name: slow, backend: identity, params: {load_ms: 3000}}\n").string();
+  const auto start = std::chrono::steady_clock::now();
+  auto [code, out] = ServerProcess::Run(
+      {"serve", yaml, "--port", port, "--lock-dir", (dir.path() / "l1").string()});
+  ::close(fd);
+  EXPECT_EQ(code, 5) << out;
+  EXPECT_THAT(out, HasSubstr("refusing to start"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("loaded"))) << "no model loaded first";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(2500))
+      << "not after the 3 s load";
+  // The other codes: 2 config, 4 memory plan (3, a locked device: DeviceLockTest).
+  EXPECT_EQ(ServerProcess::Run({"serve", dir.Write("bad.yaml", "models: 7\n").string()}).first, 2);
+  EXPECT_EQ(ServerProcess::Run({"serve", dir.Write("big.yaml", kTooBig).string(), "--port", "0",
+                                "--lock-dir", (dir.path() / "l2").string()})
+                .first,
+            4);
 }
 
 TEST(CliTest, DoctorReportsTheHostAndNeverFailsWithoutAccelerators) {

@@ -207,8 +207,9 @@ TEST_F(HardeningTest, C4AModelWhoseFailureReasonIsNotUtf8CanStillBeDescribed) {
                                           "\xff\xfe\xfd\xfc");
   HttpClient client(port());
   auto r = client.Post("/v2/repository/models/badarch/load", LoadEmbedder(file));
-  EXPECT_EQ(r.status, 503) << r.body;  // a version that fails to load
+  EXPECT_EQ(r.status, 400) << r.body;  // its header is checked before anything loads
   EXPECT_THAT(r.body, HasSubstr("general.architecture"));
+  EXPECT_FALSE(Body(r).is_discarded()) << "the reason is escaped into valid JSON";
   r = client.Post("/v2/repository/index", "{}");
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_FALSE(Body(r).is_discarded());
@@ -279,7 +280,7 @@ TEST_F(HardeningTest, C8AVocabularyWithADuplicatedTokenIsRefusedBeforeLlamaCppSe
                                           "[unused0]");
   HttpClient client(port());
   auto r = client.Post("/v2/repository/models/duptoken/load", LoadEmbedder(file));
-  EXPECT_EQ(r.status, 503) << r.body;  // a version that fails to load
+  EXPECT_EQ(r.status, 400) << r.body;  // its header is checked before anything loads
   EXPECT_THAT(r.body, HasSubstr("duptoken.gguf"));
   EXPECT_THAT(r.body, HasSubstr("twice"));
 }

@@ -25,7 +25,7 @@ class MemoryPlanTest : public ::testing::Test {
 };
 
 TEST_F(MemoryPlanTest, StartupEstimatesTimesTheFactorMustFitUnderTheFilledBudget) {
-  // 100 MiB budget, 90 % = 90 MiB; start-up: (40 + 30) x 1.2 = 84 MiB fits.
+  // A 100 MiB pool, 90 % = a 90 MiB budget; start-up: (40 + 30) x 1.2 = 84 MiB fits.
   auto plans = Plan(R"(global: {memory_pool: 100}
 models:
   - {name: a, backend: identity, params: {memory_mb: 40}}
@@ -35,8 +35,9 @@ models:
   ASSERT_EQ(plans.size(), 1u);
   const DevicePlan& p = plans[0];
   EXPECT_EQ(p.domain, "host");
-  EXPECT_EQ(p.budget, 100 << 20);
-  EXPECT_EQ(p.budget_source, "global.memory_pool");
+  EXPECT_EQ(p.capacity, 100 << 20);
+  EXPECT_EQ(p.budget, 90 << 20);
+  EXPECT_EQ(p.budget_source, "memory_pool 100.0 MiB x preflight.max_fill 0.90");
   EXPECT_EQ(p.startup_bytes, 70 << 20);
   EXPECT_EQ(p.required(), static_cast<int64_t>((70 << 20) * 1.2));
   EXPECT_TRUE(p.fits());
@@ -45,11 +46,12 @@ models:
   EXPECT_EQ(p.entries[0].source, "identity params.memory_mb");
 
   const std::string table = FormatPlan(plans);
-  EXPECT_THAT(table, HasSubstr("device host: budget 100.0 MiB (global.memory_pool)"));
+  EXPECT_THAT(table, HasSubstr("device host: budget 90.0 MiB (memory_pool 100.0 MiB x "
+                               "preflight.max_fill 0.90); the device has "));
   EXPECT_THAT(table, HasSubstr("c v1"));
   EXPECT_THAT(table, HasSubstr("on_demand"));
-  EXPECT_THAT(table, HasSubstr("start-up total 70.0 MiB x 1.20 = 84.0 MiB within 90% of the "
-                               "budget (90.0 MiB): fits"));
+  EXPECT_THAT(table, HasSubstr("start-up total 70.0 MiB x 1.20 = 84.0 MiB within the budget "
+                               "(90.0 MiB, 90% of 100.0 MiB): fits"));
 }
 
 TEST_F(MemoryPlanTest, TooMuchDoesNotFitAndTheFactorsAreConfigurable) {
@@ -67,12 +69,13 @@ models:
   EXPECT_TRUE(Plan(text)[0].fits()) << "80 x 1.0 = 80 <= 80";
 }
 
-TEST_F(MemoryPlanTest, WithoutAPoolTheBudgetIsTheCapacityTimesTheHeadroom) {
-  auto plans = Plan("global: {memory_headroom: 0.5}\nmodels: [{name: a, backend: identity}]\n");
+TEST_F(MemoryPlanTest, WithoutAPoolTheBudgetIsTheCapacityTimesMaxFillOnce) {
+  auto plans = Plan("global: {preflight: {max_fill: 0.5}}\n"
+                    "models: [{name: a, backend: identity}]\n");
   const DeviceMemory host = HostMemory();
   ASSERT_GT(host.total, 0);
   EXPECT_EQ(plans[0].budget, host.total / 2);
-  EXPECT_THAT(plans[0].budget_source, HasSubstr("x memory_headroom 0.50"));
+  EXPECT_THAT(plans[0].budget_source, HasSubstr("x preflight.max_fill 0.50"));
 }
 
 }  // namespace

@@ -110,4 +110,19 @@ Result<GgufSummary> ReadGguf(const std::string& path) {
   return s;
 }
 
+bool IsEncoderArchitecture(const std::string& architecture) {
+  static const char* const kEncoders[] = {"bert",         "nomic-bert", "nomic-bert-moe",
+                                          "jina-bert-v2", "t5encoder",  "modern-bert",
+                                          "neo-bert"};
+  for (const char* e : kEncoders) {
+    if (architecture == e) return true;
+  }
+  return false;
+}
+
+std::string TaskFor(const GgufSummary& gguf) {
+  if (gguf.has_classifier) return "rerank";
+  return IsEncoderArchitecture(gguf.architecture) ? "embed" : "generate";
+}
+
 }  // namespace mmserve

@@ -18,6 +18,13 @@ struct GgufSummary {
   int64_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_ctx_train = 0, n_vocab = 0;
 };
 
+// Whether the architecture is an encoder without a decoder (BERT and its kin): it embeds or
+// ranks, it cannot generate.
+bool IsEncoderArchitecture(const std::string& architecture);
+// The task a file is made for: a classification head → rerank, an encoder → embed, else
+// generate.
+std::string TaskFor(const GgufSummary& gguf);
+
 // Reads and checks the header of the GGUF file at `path`. Hyperparameters are bounded (so that
 // estimates built from them cannot overflow) and the vocabulary is checked for what llama.cpp
 // asserts on. Never aborts, whatever the file holds.

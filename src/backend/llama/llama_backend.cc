@@ -3,6 +3,7 @@
 #include <llama.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -85,6 +86,33 @@ int ThreadCount(const LlamaOptions& options) {
 
 void LlamaBackend::Validate(const ModelConfig& model, ConfigErrors& errors) const {
   (void)ReadLlamaOptions(model, errors);
+  if (model.path.empty() || !std::filesystem::is_regular_file(model.path)) return;  // reported
+  // The header, without loading: what serve would otherwise fail on at load time.
+  auto gguf = ReadGguf(model.path.string());
+  if (!gguf.ok()) {
+    errors.Add({.where = model.where, .field = model.Field("path"), .expected = "a readable GGUF file",
+                .found = std::string(gguf.status().message())});
+    return;
+  }
+  const std::string suited = TaskFor(*gguf);
+  const std::string what = "'" + model.path.filename().string() + "' (architecture '" +
+                           gguf->architecture + "'" +
+                           (gguf->has_classifier ? ", a classification head" : "") + ")";
+  if (model.task == "generate" && suited != "generate") {
+    errors.Add({.where = model.where, .field = model.Field("task"),
+                .expected = "a task " + what + " can do: it is an encoder, not a decoder",
+                .found = "\"generate\"", .hint = "use task: " + suited});
+  } else if (model.task == "rerank" && !gguf->has_classifier) {
+    errors.Add({.where = model.where, .field = model.Field("task"),
+                .expected = "a task " + what + " can do: rerank needs a classification head "
+                            "(cls.output.weight)",
+                .found = "\"rerank\"", .hint = "use task: " + suited});
+  }
+}
+
+std::string LlamaBackend::InferTask(const ModelConfig& model) const {
+  auto gguf = ReadGguf(model.path.string());
+  return gguf.ok() ? TaskFor(*gguf) : "";
 }
 
 Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {

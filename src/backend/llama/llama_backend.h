@@ -42,6 +42,7 @@ class LlamaBackend final : public Backend {
   Runtime& runtime() override { return runtime_; }
 
   void Validate(const ModelConfig& model, ConfigErrors& errors) const override;
+  std::string InferTask(const ModelConfig& model) const override;
   // Weights from the GGUF tensor table, plus per-instance context and compute buffers.
   Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;
   Result<std::unique_ptr<Session>> Load(const ModelConfig& model) override;

@@ -229,23 +229,41 @@ TEST_F(LlamaBackendTest, RerankScoresOneScorePerDocument) {
   EXPECT_NE(scores[0], scores[1]);
 }
 
-TEST_F(LlamaBackendTest, BadModelsFailAloneWithClearErrors) {
+TEST_F(LlamaBackendTest, HeadersAreCheckedBeforeAnythingLoadsAndTheTaskSuggested) {
   const auto corrupt = dir_.Write("corrupt.gguf", std::string("GGUF\3\0\0\0garbage", 15));
   const auto not_gguf = dir_.Write("weights.gguf", "this is not a model");
-  auto service = Start(EmbedderYaml(
+  const std::string yaml = EmbedderYaml(
       "  - name: corrupt\n    path: " + corrupt.string() + "\n    task: embed\n" +
       "  - name: not_gguf\n    path: " + not_gguf.string() + "\n    task: embed\n" +
       "  - name: headless\n    path: " + GeneratedModel("bert-tiny.gguf") + "\n    task: rerank\n" +
       "  - name: chatty_reranker\n    path: " + GeneratedModel("rerank-tiny.gguf") +
-      "\n    task: generate\n"));
-  EXPECT_THAT(service->GetModel("corrupt")->reason, HasSubstr("is a corrupt GGUF file"));
-  EXPECT_THAT(service->GetModel("not_gguf")->reason, HasSubstr("is not a GGUF file"));
-  EXPECT_THAT(service->GetModel("headless")->reason,
-              HasSubstr("task rerank needs a model with a classification head"));
-  EXPECT_THAT(service->GetModel("chatty_reranker")->reason,
-              HasSubstr("task generate needs a decoder language model"));
-  EXPECT_EQ(service->GetModel("embedder")->state, ModelState::kReady);
-  EXPECT_TRUE(Submit(*service, Embed({"still serving"})).get().ok());
+      "\n    task: generate\n");
+  auto config = ParseConfig(yaml, dir_.Write("m.yaml", yaml).string(), backends_);
+  ASSERT_FALSE(config.ok());
+  const std::string errors(config.status().message());
+  EXPECT_THAT(errors, HasSubstr("4 configuration errors"));
+  EXPECT_THAT(errors, HasSubstr("models[1].path: expected a readable GGUF file, found"));
+  EXPECT_THAT(errors, HasSubstr("is a corrupt GGUF file"));
+  EXPECT_THAT(errors, HasSubstr("is not a GGUF file"));
+  EXPECT_THAT(errors, HasSubstr("models[3].task: expected a task 'bert-tiny.gguf' (architecture "
+                                "'bert') can do: rerank needs a classification head"));
+  EXPECT_THAT(errors, HasSubstr("(use task: embed)"));
+  EXPECT_THAT(errors, HasSubstr("models[4].task: expected a task 'rerank-tiny.gguf' "
+                                "(architecture 'bert', a classification head) can do: it is an "
+                                "encoder, not a decoder, found \"generate\" (use task: rerank)"));
+}
+
+TEST_F(LlamaBackendTest, WithoutATaskTheFileSaysWhichItIs) {
+  const std::string yaml = "models:\n"
+                           "  - {name: e, path: " + GeneratedModel("bert-tiny.gguf") + "}\n"
+                           "  - {name: r, path: " + GeneratedModel("rerank-tiny.gguf") + "}\n"
+                           "  - {name: g, path: " + GeneratedModel("llama-tiny.gguf") + "}\n";
+  auto config = ParseConfig(yaml, dir_.Write("m.yaml", yaml).string(), backends_);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_EQ(config->models.size(), 3u);
+  EXPECT_EQ(config->models[0].task, "embed");
+  EXPECT_EQ(config->models[1].task, "rerank");
+  EXPECT_EQ(config->models[2].task, "generate");
 }
 
 std::unique_ptr<InferRequest> Generate(const std::string& prompt, int max_tokens) {

@@ -31,6 +31,10 @@ using testing::ServerProcess;
 
 constexpr size_t kMiB = 1 << 20;
 
+bool HasSubstrIn(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 json Detector(bool hangs = false) {
   json om = {{"soc_version", "Ascend310P3"},
              {"inputs", {{{"name", "x"}, {"datatype", "FLOAT"}, {"dims", {-1, 4}}}}},
@@ -93,9 +97,6 @@ models:
   - name: cls
     path: cls.om
     params: {memory: pool}
-  - name: foreign
-    path: foreign.om
-    params: {soc_version: Ascend910B3}
 )" + extra).string();
 }
 
@@ -224,27 +225,58 @@ TEST_F(AclServerTest, ErrorsAreClassedWithAHintAndDeviceErrorsCountAsFailures) {
   EXPECT_EQ(stats["inference_stats"]["fail"]["count"], 1);
 }
 
-TEST_F(AclServerTest, ASocMismatchLeavesThatModelUnavailableWithBothNames) {
-  HttpClient client(server_->port());
-  EXPECT_EQ(client.Get("/v2/models/foreign/ready").status, 400);
-  json meta = Get("/v2/models/foreign");
-  EXPECT_EQ(meta["state"], "UNAVAILABLE");
-  EXPECT_THAT(meta["reason"].get<std::string>(), HasSubstr("compiled for SoC Ascend910B3"));
-  EXPECT_THAT(meta["reason"].get<std::string>(), HasSubstr("this device is Ascend310P3"));
+TEST(AclLifecycleTest, ASocMismatchIsRefusedBeforeAnythingLoadsNamingBoth) {
+  testing::TempDir dir;
+  ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);
+  const std::string config = WriteConfig(dir, R"(  - name: foreign
+    path: foreign.om
+    params: {soc_version: Ascend910B3}
+)");
+  for (const std::string command : {"validate", "serve"}) {
+    auto [code, out] = ServerProcess::Run({command, config, "--port", "0", "--lock-dir",
+                                           (dir.path() / "locks").string()});
+    if (command == "validate") {
+      std::tie(code, out) = ServerProcess::Run({command, config});
+    }
+    EXPECT_EQ(code, command == "validate" ? 1 : 2) << out;
+    EXPECT_THAT(out, HasSubstr("models[3].params.soc_version: expected an OM compiled for this "
+                               "device's SoC"));
+    EXPECT_THAT(out, HasSubstr("compiled for SoC Ascend910B3"));
+    EXPECT_THAT(out, HasSubstr("this device is Ascend310P3"));
+    EXPECT_THAT(out, ::testing::Not(HasSubstr("loaded"))) << command;
+  }
 }
 
 TEST(AclLifecycleTest, SigtermTearsDownEveryModelInTheDocumentedOrderThenFinalizesOnce) {
   testing::TempDir dir;
   ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);
   ::setenv("ACLSIM_TRACE", (dir.path() / "trace.txt").c_str(), 1);
-  ServerProcess server({"serve", WriteConfig(dir), "--port", "0", "--lock-dir",
-                        (dir.path() / "locks").string()},
+  // An on-demand model that idles out, comes back, is unloaded and loaded through the
+  // repository API and survives a reload: AscendCL is initialized once through all of it (the
+  // simulator, like CANN, refuses aclInit after aclFinalize).
+  ServerProcess server({"serve", WriteConfig(dir, R"(  - name: lazy
+    path: det.om
+    load: on_demand
+    keep_alive: 300ms
+)"), "--port", "0", "--lock-dir", (dir.path() / "locks").string()},
                        dir.path() / "server.log");
   ASSERT_TRUE(server.Start()) << server.Log();
   {
     HttpClient client(server.port());
     EXPECT_EQ(client.Post("/v2/models/det/infer", DetBody(1, 3)).status, 200);
     EXPECT_EQ(client.Post("/v2/models/cls/infer", ClsBody(1)).status, 200);
+    for (int cycle = 0; cycle < 2; ++cycle) {
+      EXPECT_EQ(client.Post("/v2/models/lazy/infer", DetBody(1)).status, 200);
+      for (int i = 0; i < 100 && !HasSubstrIn(client.Get("/v2/models/lazy").body, "\"UNLOADED\"");
+           ++i) {
+        std::this_thread::sleep_for(50ms);  // idles out after 300 ms
+      }
+    }
+    EXPECT_EQ(client.Post("/v2/repository/models/lazy/load", "{}").status, 200);
+    EXPECT_EQ(client.Post("/v2/repository/models/lazy/unload", "{}").status, 200);
+    EXPECT_EQ(client.Post("/v2/repository/reload", "{}").status, 200);
+    EXPECT_EQ(client.Post("/v2/repository/models/lazy/load", "{}").status, 200);
+    EXPECT_EQ(client.Post("/v2/models/lazy/infer", DetBody(2)).status, 200);
   }
   EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
   ::unsetenv("ACLSIM_TRACE");
@@ -252,10 +284,14 @@ TEST(AclLifecycleTest, SigtermTearsDownEveryModelInTheDocumentedOrderThenFinaliz
   ASSERT_FALSE(record.empty());
   int contexts = 0;
   EXPECT_EQ(testing::CheckTeardownOrder(record, &contexts), "");
-  EXPECT_EQ(contexts, 4) << "det x 2, guarded, cls (foreign never loaded)";
-  int inits = 0;
-  for (const auto& line : record) inits += line.rfind("aclInit ", 0) == 0;
-  EXPECT_EQ(inits, 1);
+  EXPECT_GE(contexts, 4 + 4) << "det x 2, guarded, cls, and lazy at least four times";
+  int inits = 0, unloads = 0;
+  for (const auto& line : record) {
+    inits += line.rfind("aclInit ", 0) == 0;
+    unloads += line.rfind("aclmdlUnload ", 0) == 0;
+  }
+  EXPECT_EQ(inits, 1) << "never initialized again";
+  EXPECT_GE(unloads, 8);
   EXPECT_THAT(record.back(), StartsWith("aclFinalizeReference refcount=0"));
   EXPECT_THAT(record[record.size() - 2], StartsWith("aclrtResetDevice device=0 count=0"));
 }
@@ -271,16 +307,16 @@ TEST(AclLifecycleTest, PreflightSumsAclmdlQuerySizeAndRefusesWhatTheCardCannotHo
                              "free now"));
   EXPECT_THAT(out, HasSubstr("aclmdlQuerySize: 2 x (work 1 MiB + weight 4 MiB)"));
   EXPECT_THAT(out, HasSubstr("aclmdlQuerySize: weight 8 MiB + 1 x work 2 MiB (pool)"));
-  // det 10 + guarded 5 + cls 10 + foreign 10 = 35 MiB, x 1.2 = 42 MiB
-  EXPECT_THAT(out, HasSubstr("start-up total 35.0 MiB x 1.20 = 42.0 MiB"));
+  // det 10 + guarded 5 + cls 10 = 25 MiB, x 1.2 = 30 MiB
+  EXPECT_THAT(out, HasSubstr("start-up total 25.0 MiB x 1.20 = 30.0 MiB"));
 
-  // The rule is 90 % of the card, once: 42 MiB fits in 0.9 x 47 MiB = 42.3 MiB.
-  ::setenv("ACLSIM_MEMORY_MB", "47", 1);
+  // The rule is 90 % of the card, once: 30 MiB fits in 0.9 x 34 MiB = 30.6 MiB.
+  ::setenv("ACLSIM_MEMORY_MB", "34", 1);
   std::tie(code, out) = ServerProcess::Run({"validate", config});
   EXPECT_EQ(code, 0) << out;
-  EXPECT_THAT(out, HasSubstr("= 42.0 MiB within the budget (42.3 MiB, 90% of 47.0 MiB): fits"));
+  EXPECT_THAT(out, HasSubstr("= 30.0 MiB within the budget (30.6 MiB, 90% of 34.0 MiB): fits"));
 
-  ::setenv("ACLSIM_MEMORY_MB", "40", 1);  // 36 MiB usable: 42 MiB does not fit
+  ::setenv("ACLSIM_MEMORY_MB", "30", 1);  // 27 MiB usable: 30 MiB does not fit
   std::tie(code, out) = ServerProcess::Run(
       {"serve", config, "--port", "0", "--lock-dir", (dir.path() / "locks").string()});
   EXPECT_EQ(code, 4) << out;
@@ -290,15 +326,15 @@ TEST(AclLifecycleTest, PreflightSumsAclmdlQuerySizeAndRefusesWhatTheCardCannotHo
   std::tie(code, out) = ServerProcess::Run({"validate", "--no-plan", config});
   EXPECT_EQ(code, 0) << "--no-plan skips the plan: " << out;
 
-  // Capacity would do, but another process holds 70 of the card's 100 MiB.
+  // Capacity would do, but another process holds 80 of the card's 100 MiB.
   ::setenv("ACLSIM_MEMORY_MB", "100", 1);
-  ::setenv("ACLSIM_OTHERS_MB", "70", 1);
+  ::setenv("ACLSIM_OTHERS_MB", "80", 1);
   std::tie(code, out) = ServerProcess::Run({"validate", config});
   ::unsetenv("ACLSIM_MEMORY_MB");
   ::unsetenv("ACLSIM_OTHERS_MB");
   EXPECT_NE(code, 0) << out;
-  EXPECT_THAT(out, HasSubstr("30.0 MiB free now (70.0 MiB held by others)"));
-  EXPECT_THAT(out, HasSubstr("and exceeds the 30.0 MiB free now: DOES NOT FIT"));
+  EXPECT_THAT(out, HasSubstr("20.0 MiB free now (80.0 MiB held by others)"));
+  EXPECT_THAT(out, HasSubstr("and exceeds the 20.0 MiB free now: DOES NOT FIT"));
 }
 
 TEST(AclLifecycleTest, DoctorReportsAscendWhenPresentAndSaysSoWhenNot) {

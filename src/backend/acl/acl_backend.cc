@@ -522,7 +522,18 @@ Status AclInstance::Execute(Execution& execution) {
 }  // namespace
 
 void AclBackend::Validate(const ModelConfig& model, ConfigErrors& errors) const {
-  (void)ReadOptions(model, errors);
+  const AclOptions o = ReadOptions(model, errors);
+  // With AscendCL on this host, the model's declared SoC against the device's, before anything
+  // loads (aclrtGetSocName needs no aclInit). Without it, the load reports AscendCL missing.
+  if (model.path.empty()) return;
+  auto api = runtime_.Api();
+  if (!api.ok()) return;
+  if (Status soc = CheckSoc(**api, model, o); !soc.ok()) {
+    errors.Add({.where = model.where,
+                .field = model.Field(o.soc_version.empty() ? "path" : "params.soc_version"),
+                .expected = "an OM compiled for this device's SoC",
+                .found = std::string(soc.message())});
+  }
 }
 
 Result<MemoryEstimate> AclBackend::Estimate(const ModelConfig& model) const {

@@ -254,21 +254,22 @@ TEST_F(AclBackendTest, ASocMismatchIsNamedBeforeAnythingLoads) {
   const std::string sidecar = Om("sidecar.om", other);
   dir_.Write("sidecar.soc_version", "Ascend910B3\n");
   const std::string silent = Om("silent.om", other);
-  auto service = Start(TwoModels() +
-                       "  - name: declared\n    path: " + declared + "\n    params: {soc_version: Ascend910B3}\n"
-                       "  - name: sidecar\n    path: " + sidecar + "\n"
-                       "  - name: silent\n    path: " + silent + "\n");
-  for (const char* name : {"declared", "sidecar"}) {
-    auto m = service->GetModel(name);
-    EXPECT_EQ(m->state, ModelState::kUnavailable);
-    EXPECT_THAT(m->reason, HasSubstr("compiled for SoC Ascend910B3"));
-    EXPECT_THAT(m->reason, HasSubstr("this device is Ascend310P3"));
-  }
-  for (const auto& line : sim_.Calls("aclmdlLoadFromFile")) {
-    EXPECT_THAT(line, ::testing::Not(HasSubstr("declared.om")));
-    EXPECT_THAT(line, ::testing::Not(HasSubstr("sidecar.om")));
-  }
+  // Declared (params or sidecar): the config is refused before anything loads.
+  const std::string yaml = TwoModels() +
+                           "  - name: declared\n    path: " + declared +
+                           "\n    params: {soc_version: Ascend910B3}\n"
+                           "  - name: sidecar\n    path: " + sidecar + "\n";
+  auto config = ParseConfig(yaml, (dir_.path() / "models.yaml").string(), *backends_);
+  ASSERT_FALSE(config.ok());
+  const std::string errors(config.status().message());
+  EXPECT_THAT(errors, HasSubstr("models[2].params.soc_version: expected an OM compiled for this "
+                                "device's SoC, found model 'declared' was compiled for SoC "
+                                "Ascend910B3 (params.soc_version) but this device is "
+                                "Ascend310P3"));
+  EXPECT_THAT(errors, HasSubstr("models[3].path: expected an OM compiled for this device's SoC"));
+  EXPECT_TRUE(sim_.Calls("aclmdlLoadFromFile").empty());
   // Undeclared: the load itself fails, and the message still names both.
+  auto service = Start(TwoModels() + "  - name: silent\n    path: " + silent + "\n");
   auto m = service->GetModel("silent");
   EXPECT_EQ(m->state, ModelState::kUnavailable);
   EXPECT_THAT(m->reason, HasSubstr("507008 ACL_ERROR_RT_SOC_VERSION"));

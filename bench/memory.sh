@@ -5,8 +5,12 @@
 # own cost, bench/raw_cold_start --copies: llama.cpp loading 1 + K copies the same way, each
 # with an embedding context like mmserve's default that embedded one text. (2) RSS growth over a
 # mixed soak: embed, rerank, generate and identity traffic at once for BENCH_SOAK seconds; RSS
-# sampled after the first tenth (warm) and at the end.
+# sampled after the first tenth (warm) and at the end. Fails (exit 1) when RSS grew more than
+# BENCH_RSS_GROWTH_PCT (1 %) from warm to end, or any request failed.
 #   bench/memory.sh [tiny|base]    (BENCH_COPIES=4, BENCH_SOAK=600)
+# The long variant, hours of soak, also samples device memory (nvidia-smi or npu-smi, where
+# either exists):
+#   BENCH_SOAK=14400 bench/memory.sh base
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZE="${1:-tiny}"
@@ -18,6 +22,16 @@ LLM="$ROOT/models/generated/llama-$SIZE.gguf"
 source "$ROOT/bench/lib.sh"
 ensure_model "$EMB" "$SIZE"
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+# device_mib: device memory in use (MiB) where a device tool exists, else "-".
+device_mib() {
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | awk '{s += $1} END {print s}'
+  elif command -v npu-smi >/dev/null 2>&1; then
+    npu-smi info -t usages -i 0 2>/dev/null | awk -F: '/HBM Usage|DDR Usage/ {gsub(/ /, "", $2); print $2; exit}'
+  else
+    echo "-"
+  fi
+}
 printf '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[1],"data":["an idle model"]}]}' >"$TMP/embed.json"
 
 # idle_rss COPIES: RSS (KiB) of mmserve serving COPIES embedders, each asked once, then idle.
@@ -75,16 +89,20 @@ run --path /v2/models/echo/infer --body-file "$TMP/echo.json" --expect '"Y"' --c
 D=$!
 sleep "$WARM"
 START_RSS="$(rss_kib "$PID")"
+START_DEV="$(device_mib)"
 FAILED=0
 for p in $A $B $C $D; do wait "$p" || FAILED=1; done
 END_RSS="$(rss_kib "$PID")"
+END_DEV="$(device_mib)"
 stop "$PID"
 cat "$TMP"/s.* >&2
 
-python3 - "$SIZE" "$K" "$ONE" "$MANY" "$WEIGHTS_KIB" "$SOAK" "$START_RSS" "$END_RSS" "$TMP" "$RAW" <<'PY'
+python3 - "$SIZE" "$K" "$ONE" "$MANY" "$WEIGHTS_KIB" "$SOAK" "$START_RSS" "$END_RSS" "$TMP" "$RAW" \
+    "${BENCH_RSS_GROWTH_PCT:-1}" "$START_DEV" "$END_DEV" <<'PY' || FAILED=1
 import json, sys
 size, k, one, many, weights, soak, start, end, tmp = sys.argv[1], int(sys.argv[2]), *map(int, sys.argv[3:9]), sys.argv[9]
 raw = json.loads(sys.argv[10])["rss_per_copy_kib"]
+bound, dev_start, dev_end = float(sys.argv[11]), sys.argv[12], sys.argv[13]
 per = (many - one) / k
 print(f"| P6, bert-{size} | mmserve | raw llama.cpp | ratio | goal |")
 print("|---|---|---|---|---|")
@@ -92,6 +110,12 @@ print(f"| RSS, 1 idle embedder / {k + 1} idle embedders (MiB) | {one/1024:.1f} /
 print(f"| RSS per extra idle model (MiB) | {per/1024:.2f} | {raw/1024:.2f} | {per/raw:.3f}x | |")
 print(f"| ... of which beyond its weights ({weights/1024:.1f} MiB file) (MiB) | {(per - weights)/1024:.2f} | {(raw - weights)/1024:.2f} | {(per - weights)/max(raw - weights, 1):.2f}x | ≤ 5 |")
 reqs = sum(json.loads(open(f'{tmp}/s.{k}').read())['requests'] for k in ('embed', 'rerank', 'chat', 'echo'))
-print(f"| soak {soak} s, {reqs} mixed requests: RSS warm → end (MiB) | {start/1024:.1f} → {end/1024:.1f} ({(end-start)/start*100:+.2f} %) | | | ≤ +1 % |")
+growth = (end - start) / start * 100
+print(f"| soak {soak} s, {reqs} mixed requests: RSS warm → end (MiB) | {start/1024:.1f} → {end/1024:.1f} ({growth:+.2f} %) | | | ≤ +{bound:g} % |")
+if dev_start != "-":
+    print(f"| soak {soak} s: device memory in use warm → end (MiB) | {dev_start} → {dev_end} | | | |")
+if growth > bound:
+    print(f"FAIL: RSS grew {growth:+.2f} % from warm to end (bound {bound:g} %)", file=sys.stderr)
+    sys.exit(1)
 PY
 exit "$FAILED"

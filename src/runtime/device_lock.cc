@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,19 +34,31 @@ Result<DeviceLock> DeviceLock::Acquire(const std::filesystem::path& dir, int dev
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const auto path = dir / ("device-" + std::to_string(device) + ".lock");
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return FailedPrecondition("cannot open device lock " + path.string() + ": " +
-                              std::strerror(errno));
+  // The holder unlinks the file when it is done; a file locked after its holder unlinked it is
+  // stale, so open again until the locked file is the one at `path`.
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return FailedPrecondition("cannot open device lock " + path.string() + ": " +
+                                std::strerror(errno));
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const std::string holder = ReadPid(fd);
+      ::close(fd);
+      return FailedPrecondition("device " + std::to_string(device) +
+                                " is already served by another mmserve (pid " +
+                                (holder.empty() ? "unknown" : holder) + ", lock " +
+                                path.string() + ")");
+    }
+    struct stat opened {}, named {};
+    if (::fstat(fd, &opened) != 0 || ::stat(path.c_str(), &named) != 0 ||
+        opened.st_ino != named.st_ino || opened.st_dev != named.st_dev) {
+      ::close(fd);
+      fd = -1;
+    }
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const std::string holder = ReadPid(fd);
-    ::close(fd);
-    return FailedPrecondition("device " + std::to_string(device) +
-                              " is already served by another mmserve (pid " +
-                              (holder.empty() ? "unknown" : holder) + ", lock " + path.string() +
-                              ")");
-  }
+  if (fd < 0) return FailedPrecondition("device lock " + path.string() + " keeps changing");
   // Locked: whatever PID the file names is dead (the kernel released its lock).
   if (const std::string previous = ReadPid(fd); !previous.empty()) {
     spdlog::info("device {}: took over the lock left by exited process {}", device, previous);
@@ -54,24 +67,27 @@ Result<DeviceLock> DeviceLock::Acquire(const std::filesystem::path& dir, int dev
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
     spdlog::warn("device {}: could not record pid in {}", device, path.string());
   }
-  return DeviceLock(fd, device);
+  return DeviceLock(fd, device, path);
 }
 
 DeviceLock& DeviceLock::operator=(DeviceLock&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) {
+      ::unlink(path_.c_str());
+      ::close(fd_);
+    }
     fd_ = std::exchange(other.fd_, -1);
     device_ = other.device_;
+    path_ = std::move(other.path_);
   }
   return *this;
 }
 
 DeviceLock::~DeviceLock() {
   if (fd_ >= 0) {
-    // Empty the file first so a later reader never names a PID that no longer holds it.
-    if (::ftruncate(fd_, 0) != 0) {
-      // Nothing to do: the lock itself is released by close().
-    }
+    // Removed while still held, so nothing is left behind; a process that opened the file
+    // meanwhile sees it is no longer the one at the path (Acquire) and opens again.
+    ::unlink(path_.c_str());
     ::close(fd_);
   }
 }

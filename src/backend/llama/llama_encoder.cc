@@ -90,11 +90,15 @@ Result<std::unique_ptr<LlamaEncoder>> LlamaEncoder::Create(const llama_model* mo
                                                           LlamaStats& stats) {
   const int n_batch = options.n_batch;
   auto created = CreateLlamaContext(model, options, [&](llama_context_params& params) {
-    params.n_ctx = static_cast<uint32_t>(n_batch);
     params.n_batch = static_cast<uint32_t>(n_batch);
     params.n_ubatch = static_cast<uint32_t>(n_batch);  // encoders take a whole batch in one ubatch
     params.n_seq_max = static_cast<uint32_t>(std::min<size_t>(
         static_cast<size_t>(options.n_parallel), llama_max_parallel_sequences()));
+    // llama.cpp gives each sequence n_ctx / n_seq_max cells padded to 256 and rounds n_ctx to
+    // match, with a warning the user can do nothing about: ask for that size to begin with.
+    const uint32_t per_seq = (static_cast<uint32_t>(n_batch) + params.n_seq_max - 1) /
+                             params.n_seq_max;
+    params.n_ctx = (per_seq + 255) / 256 * 256 * params.n_seq_max;
     params.embeddings = true;
     if (task == EncoderTask::kRerank) {
       params.pooling_type = LLAMA_POOLING_TYPE_RANK;

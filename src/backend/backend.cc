@@ -12,4 +12,26 @@ std::string_view StageName(Stage stage) {
   return "unknown";
 }
 
+std::unique_ptr<InferRequest> Session::WarmupRequest(int rows) const {
+  auto request = std::make_unique<InferRequest>();
+  for (const TensorSpec& spec : signature().inputs) {
+    if (spec.optional) continue;
+    Shape shape = spec.shape.empty() ? Shape{rows} : spec.shape;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] < 0) shape[d] = d == 0 ? rows : 1;
+    }
+    int64_t elements = 1;
+    for (int64_t d : shape) elements *= d;
+    std::string data;
+    if (spec.type == DataType::kBytes) {
+      for (int64_t e = 0; e < elements; ++e) Tensor::AppendBytesElement(data, "warmup");
+    } else {
+      data.assign(static_cast<size_t>(elements) * DataTypeSize(spec.type), '\0');
+    }
+    request->inputs.emplace_back(spec.name, spec.type, std::move(shape), std::move(data));
+  }
+  if (request->inputs.empty()) return nullptr;
+  return request;
+}
+
 }  // namespace mmserve

@@ -140,6 +140,12 @@ class Session {
   // blocks (no device wait, no sleep): the scheduler may then run requests on the threads that
   // submit them (`execution: inline`). Any thread.
   virtual bool executes_inline() const { return false; }
+  // Warm-up (the template's 预热): a request of `rows` rows that exercises a real execution —
+  // by default zeros (or the text "warmup") for every required input of the signature; null
+  // when the model cannot be warmed that way. And the executions per batch tier when the config
+  // says nothing (`warmup:`). Any thread.
+  virtual std::unique_ptr<InferRequest> WarmupRequest(int rows) const;
+  virtual int default_warmup() const { return 0; }
 };
 
 class Backend {

@@ -155,6 +155,7 @@ class Parser {
       m.cpu_affinity.push_back(static_cast<int>(core));
     }
     m.nice = static_cast<int>(r.Int("nice", m.nice, 0, 19));
+    if (r.Has("warmup")) m.warmup = static_cast<int>(r.Int("warmup", 0, 0, 100));
     m.execute_inline = r.String("execution", "worker", {"worker", "inline"}) == "inline";
     if (m.execute_inline) CheckInlineRules(r, m);
     if (auto params = r.Map("params")) m.params = *params;

@@ -94,6 +94,9 @@ struct ModelConfig {
   // `execution: inline`: each request runs on the server thread that received it, with no
   // worker or queue (only backends whose executions never block; scheduler/model_scheduler.h).
   bool execute_inline = false;
+  // Executions per batch tier each worker runs on its fresh instance before the model turns
+  // READY (part of the load time); nullopt = the backend's default (acl 1, others 0).
+  std::optional<int> warmup;
   Params params;
   SourceLocation where;           // the position of this model's entry in the file
   std::string entry;              // its path in the file, "models[3]"; fields are named under it

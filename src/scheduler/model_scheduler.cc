@@ -128,6 +128,7 @@ Result<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(Options options,
     }
     auto instance = session.CreateInstance(0);
     if (!instance.ok()) return instance.status().WithContext("creating the inline instance");
+    MMS_RETURN_IF_ERROR(s->Warmup(**instance));
     s->inline_instance_ = std::move(*instance);
     return s;
   }
@@ -381,6 +382,9 @@ void ModelScheduler::Deliver(uint64_t seq, InferCallback done, Result<InferRespo
 void ModelScheduler::WorkerLoop(std::stop_token stop, int index) {
   WorkerInfo info = SetUpWorkerThread(options_, index);
   auto instance = session_.CreateInstance(index);
+  if (instance.ok()) {
+    if (Status warm = Warmup(**instance); !warm.ok()) instance = warm;
+  }
   {
     std::lock_guard lock(stats_mu_);
     stats_.workers[static_cast<size_t>(index)] = info;
@@ -417,6 +421,34 @@ std::unique_ptr<Instance> ModelScheduler::Restart(int index, std::unique_ptr<Ins
   std::lock_guard lock(stats_mu_);
   ++stats_.workers[static_cast<size_t>(index)].restarts;
   return std::move(*fresh);
+}
+
+Status ModelScheduler::Warmup(Instance& instance) {
+  std::vector<int> tiers = options_.batch_tiers;
+  if (tiers.empty()) tiers = {1};
+  for (int tier : tiers) {
+    for (int i = 0; i < options_.warmup; ++i) {
+      std::unique_ptr<InferRequest> request = session_.WarmupRequest(tier);
+      if (!request) return Status::Ok();  // the model has no way to be warmed
+      request->deadline = Clock::now() + 60s;
+      Result<InferResponse> result = Internal("the warm-up execution gave no answer");
+      if (session_.style() == ExecutionStyle::kContinuous) {
+        auto& continuous = static_cast<ContinuousInstance&>(instance);
+        request->done = [&result](Result<InferResponse> r) { result = std::move(r); };
+        continuous.Admit(std::move(request));
+        while (!continuous.idle()) continuous.Step();
+      } else {
+        BatchItem item{request.get()};
+        Execution execution{.items = BatchView(&item, 1), .tier = tier};
+        const Status status = instance.Execute(execution);
+        result = status.ok() ? std::move(item.result) : Result<InferResponse>(status);
+      }
+      if (!result.ok()) {
+        return result.status().WithContext("warm-up execution at batch " + std::to_string(tier));
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 bool ModelScheduler::MustGiveWay() const {

@@ -119,6 +119,9 @@ class ModelScheduler {
     // Run each request on the thread that enqueues it (see above). REQUIRES: the session
     // executes_inline(), max_batch 1.
     bool execute_inline = false;
+    // Warm-up: each instance runs this many executions at every batch tier (or at 1 when any
+    // size runs) before Create() returns; a failure fails the load.
+    int warmup = 0;
   };
 
   // Every level with `max_size` and `timeout`, except those `queue` overrides.
@@ -181,6 +184,8 @@ class ModelScheduler {
   // Inline mode: executes `p` (admitted, counted executing) on this thread and finishes it.
   void ExecuteInline(std::unique_ptr<Pending> p);
   std::unique_ptr<Instance> Restart(int index, std::unique_ptr<Instance> instance);
+  // Runs options_.warmup executions per tier on `instance` (its own thread).
+  Status Warmup(Instance& instance);
   // Waits until `has_work` (REQUIRES: `lock` holds mu_), parking `instance` once it has waited
   // kParkAfter; false when stopped.
   template <typename Pred>

@@ -50,7 +50,8 @@ ModelScheduler::Options SchedulerOptions(const ModelConfig& m, const Session& se
           .cpu_affinity = m.cpu_affinity,
           .nice = m.nice,
           .gate = gate,
-          .execute_inline = m.execute_inline};
+          .execute_inline = m.execute_inline,
+          .warmup = m.warmup.value_or(session.default_warmup())};
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 
 #include <future>
+#include <map>
+#include <set>
 #include <regex>
 
 #include <gmock/gmock.h>
@@ -85,10 +87,11 @@ std::string WriteConfig(const testing::TempDir& dir, const std::string& extra = 
   return dir.Write("models.yaml", R"(global:
   thread_num: 4
 models:
-  - name: det
+  - name: det               # warmup 0: the tests count their own requests' executions
     path: det.om
     thread_num: 2
     max_queue_delay_ms: 10
+    warmup: 0
   - name: guarded
     path: guarded.om
     timeout_ms: 300
@@ -223,6 +226,42 @@ TEST_F(AclServerTest, ErrorsAreClassedWithAHintAndDeviceErrorsCountAsFailures) {
   EXPECT_THAT(res.body, HasSubstr("[device fault: "));
   json stats = Get("/v2/models/faulty/stats")["model_stats"][0];
   EXPECT_EQ(stats["inference_stats"]["fail"]["count"], 1);
+}
+
+TEST(AclLifecycleTest, WarmUpRunsEveryGearOnEveryInstanceBeforeTheModelIsReady) {
+  testing::TempDir dir;
+  ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);
+  ::setenv("ACLSIM_TRACE", (dir.path() / "trace.txt").c_str(), 1);
+  // det: gears 1, 2, 4, 8 on two workers, warmup 2; cls: the acl default (1), static batch 2;
+  // guarded: warmup 0.
+  testing::WriteOm(dir, "det.om", Detector());
+  testing::WriteOm(dir, "cls.om", Classifier());
+  const std::string config = dir.Write("models.yaml", R"(models:
+  - {name: det, path: det.om, thread_num: 2, warmup: 2}
+  - {name: cls, path: cls.om}
+  - {name: cold, path: det.om, warmup: 0}
+)").string();
+  ServerProcess server({"serve", config, "--port", "0", "--lock-dir",
+                        (dir.path() / "locks").string()},
+                       dir.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  ::unsetenv("ACLSIM_TRACE");
+  // Before any request: every execution in the trace is a warm-up.
+  std::map<std::string, std::map<std::string, int>> runs;  // model id -> batch -> executions
+  for (const auto& line : testing::ReadRecordFile(dir.path() / "trace.txt")) {
+    if (line.rfind("aclmdlExecuteAsync ", 0) != 0) continue;
+    ++runs[testing::RecordField(line, "model")][testing::RecordField(line, "batch")];
+  }
+  // Model ids: det's two loads first (1, 2), then cls (3), then cold (4), in load order.
+  for (const char* id : {"1", "2"}) {
+    EXPECT_EQ(runs[id], (std::map<std::string, int>{{"1", 2}, {"2", 2}, {"4", 2}, {"8", 2}}))
+        << "det instance " << id;
+  }
+  EXPECT_EQ(runs["3"], (std::map<std::string, int>{{"2", 1}})) << "cls at its static batch";
+  EXPECT_FALSE(runs.contains("4")) << "warmup: 0";
+  json stats = json::parse(HttpClient(server.port()).Get("/v2/models/det/stats").body);
+  EXPECT_EQ(stats["model_stats"][0]["inference_count"], 0) << "warm-ups are not inferences";
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
 TEST(AclLifecycleTest, ASocMismatchIsRefusedBeforeAnythingLoadsNamingBoth) {

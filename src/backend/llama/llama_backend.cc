@@ -42,6 +42,17 @@ class LlamaSession final : public Session {
     MMS_ASSIGN_OR_RETURN(auto encoder, LlamaEncoder::Create(model_.get(), task_, options_, stats_));
     return std::unique_ptr<Instance>(std::move(encoder));
   }
+  // An encoder: `rows` texts in one decode; a generator: one prompt, one token (a decode on
+  // its context).
+  std::unique_ptr<InferRequest> WarmupRequest(int rows) const override {
+    auto request = std::make_unique<InferRequest>();
+    std::string texts;
+    for (int i = 0; i < (generate_ ? 1 : rows); ++i) Tensor::AppendBytesElement(texts, "warmup");
+    request->inputs.emplace_back(generate_ ? "PROMPT" : "TEXT", DataType::kBytes,
+                                 Shape{generate_ ? 1 : rows}, std::move(texts));
+    if (generate_) request->parameters["max_tokens"] = int64_t{1};
+    return request;
+  }
   std::map<std::string, int64_t> counters() const override {
     return {{"decodes", static_cast<int64_t>(stats_.decodes.load())},
             {"sequences", static_cast<int64_t>(stats_.sequences.load())},

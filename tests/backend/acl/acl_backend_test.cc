@@ -102,11 +102,13 @@ class AclBackendTest : public ::testing::Test {
     std::memcpy(v.data(), t.data().data(), t.size_bytes());
     return v;
   }
+  // warmup: 0, so that the executions the tests count are their requests' (the warm-up has
+  // its own test in tests/integration/acl_test.cc).
   std::string TwoModels(const std::string& extra_det = "") {
     return "models:\n"
            "  - name: det\n    path: " + Om("det.om", Detector()) + "\n"
-           "    thread_num: 2\n    max_queue_delay_ms: 20\n" + extra_det +
-           "  - name: cls\n    path: " + Om("cls.om", Classifier()) + "\n";
+           "    thread_num: 2\n    max_queue_delay_ms: 20\n    warmup: 0\n" + extra_det +
+           "  - name: cls\n    path: " + Om("cls.om", Classifier()) + "\n    warmup: 0\n";
   }
 
   AclSim sim_ = AclSim::Reset();

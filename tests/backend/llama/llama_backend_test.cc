@@ -253,6 +253,22 @@ TEST_F(LlamaBackendTest, HeadersAreCheckedBeforeAnythingLoadsAndTheTaskSuggested
                                 "encoder, not a decoder, found \"generate\" (use task: rerank)"));
 }
 
+TEST_F(LlamaBackendTest, WarmUpDecodesOnEveryContextBeforeReady) {
+  auto service = Start("models:\n"
+                       "  - {name: e, path: " + GeneratedModel("bert-tiny.gguf") +
+                       ", task: embed, thread_num: 2, warmup: 1}\n"
+                       "  - name: g\n    path: " + GeneratedModel("llama-tiny.gguf") +
+                       "\n    task: generate\n    warmup: 2\n"
+                       "    params: {n_ctx: 256, n_parallel: 1}\n");
+  auto e = service->GetModel("e");
+  ASSERT_EQ(e->state, ModelState::kReady) << e->reason;
+  EXPECT_EQ(e->counters["decodes"], 2) << "one per worker's context";
+  EXPECT_EQ(e->stats->inference_count, 0);
+  auto g = service->GetModel("g");
+  ASSERT_EQ(g->state, ModelState::kReady) << g->reason;
+  EXPECT_EQ(g->counters["generated_tokens"], 2) << "two warm-ups of one token";
+}
+
 TEST_F(LlamaBackendTest, WithoutATaskTheFileSaysWhichItIs) {
   const std::string yaml = "models:\n"
                            "  - {name: e, path: " + GeneratedModel("bert-tiny.gguf") + "}\n"

@@ -72,6 +72,10 @@ int Validate(const std::filesystem::path& config, bool plan) {
   std::vector<RuntimeLease> runtimes = HoldRuntimes(*parsed, builtins.backends, guard);
   const auto plans = PlanMemory(*parsed, builtins.backends);
   std::cout << "memory plan:\n" << FormatPlan(plans);
+  if (const std::string problems = PlanProblems(plans); !problems.empty()) {
+    std::cout << "invalid: what the model files cannot do:\n" << problems;
+    return kExitInvalid;
+  }
   for (const auto& p : plans) {
     if (!p.fits()) return kExitInvalid;
   }
@@ -129,22 +133,27 @@ Result<std::vector<DeviceLock>> LockDevices(const ServerConfig& config,
   return locks;
 }
 
-// Whether the start-up models fit in every device's memory budget (logged either way).
-bool StartUpModelsFit(const ServerConfig& config, const BackendRegistry& backends) {
+// Preflight: kExitOk when the model files can do what the config asks (kExitConfig if not)
+// and the start-up models fit in every device's memory budget (kExitMemoryPlan if not).
+int Preflight(const ServerConfig& config, const BackendRegistry& backends) {
   const auto plans = PlanMemory(config, backends);
+  if (const std::string problems = PlanProblems(plans); !problems.empty()) {
+    spdlog::error("refusing to start: what the model files cannot do:\n{}", problems);
+    return kExitConfig;
+  }
   for (const auto& p : plans) {
     if (!p.fits()) {
       spdlog::error("refusing to start: the start-up models do not fit in device {}'s memory "
                     "budget\n{}",
                     p.domain, FormatPlan(plans));
-      return false;
+      return kExitMemoryPlan;
     }
     spdlog::info("memory plan: device {}: start-up models need {} MiB of {} MiB ({}; {} MiB "
                  "free now)",
                  p.domain, p.required() >> 20, p.budget >> 20, p.budget_source,
                  p.device_free >> 20);
   }
-  return true;
+  return kExitOk;
 }
 
 // Graceful shutdown: no new connections, requests in progress finish (up to `drain`), then the
@@ -238,7 +247,7 @@ int Serve(const ServeOptions& options) {
   }
 
   // Preflight: with the devices open, before anything loads.
-  if (!StartUpModelsFit(*config, builtins.backends)) return kExitMemoryPlan;
+  if (int code = Preflight(*config, builtins.backends); code != kExitOk) return code;
 
   InferenceService service(std::move(*config), builtins.backends, guard);
   // The ports before the models: a port in use fails in milliseconds, not after the loads.

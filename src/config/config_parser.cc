@@ -88,7 +88,8 @@ class Parser {
     m.batch_size = static_cast<int>(r.Int("batch_size", m.batch_size, 1, 4096));
     m.max_batch = static_cast<int>(r.Int("max_batch", std::max(m.batch_size, 1), 1, 4096));
     m.max_batch_set = r.Has("max_batch");
-    m.dynamic_batch = r.Bool("dynamic_batch", m.dynamic_batch);
+    m.batch_size_set = r.Has("batch_size");
+    if (r.Has("dynamic_batch")) m.dynamic_batch = r.Bool("dynamic_batch", false);
     for (int64_t tier : r.IntList("batch_tiers", 1, 4096)) {
       m.batch_tiers.push_back(static_cast<int>(tier));
     }

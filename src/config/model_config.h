@@ -67,11 +67,14 @@ struct ModelConfig {
   std::string fingerprint;
   int device_id = 0;
   int batch_size = 1;          // the batch the model was compiled for
+  bool batch_size_set = false;  // named in the file
   int max_batch = 1;           // the largest batch the server forms
   bool max_batch_set = false;  // named in the file; otherwise a model's own gears set it
   // How long a worker holding a partial batch waits for it to fill (0 = take what is queued).
   std::chrono::milliseconds max_queue_delay{0};
-  bool dynamic_batch = false;
+  // true: the model batches dynamically (an acl OM must have gears); false: no batch beyond
+  // batch_size; nullopt: whatever the model supports.
+  std::optional<bool> dynamic_batch;
   // Allowed batch sizes, ascending (Ascend ATC gears): a formed batch runs at the smallest tier
   // that holds it. Empty: any size up to max_batch (or the model's own gears, when it has them).
   std::vector<int> batch_tiers;

@@ -59,7 +59,7 @@ json TritonModelConfig(const ModelInfo& info) {
                   {"default_priority_level", m.priority},
                   {"default_queue_policy", queue}};
   if (!m.batch_tiers.empty()) dynamic["preferred_batch_size"] = m.batch_tiers;
-  if (m.max_batch > 1 || m.dynamic_batch) config["dynamic_batching"] = dynamic;
+  if (m.max_batch > 1 || m.dynamic_batch.value_or(false)) config["dynamic_batching"] = dynamic;
   auto param = [](const std::string& v) { return json{{"string_value", v}}; };
   config["parameters"] = {{"task", param(m.task)},
                           {"max_batch", param(std::to_string(m.max_batch))},

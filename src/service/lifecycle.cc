@@ -36,6 +36,8 @@ ModelScheduler::Options SchedulerOptions(const ModelConfig& m, const Session& se
   int max_batch = m.max_batch;
   if (m.batch_tiers.empty() && !tiers.empty() && !m.max_batch_set) max_batch = tiers.back();
   if (!tiers.empty()) max_batch = std::min(max_batch, tiers.back());
+  // dynamic_batch: false — no batch beyond the one the model was compiled for.
+  if (m.dynamic_batch == false) max_batch = std::min(max_batch, m.batch_size);
   return {.model = m.name,
           .version = m.version,
           .thread_num = m.thread_num,

@@ -63,6 +63,9 @@ std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegi
         entry.source = estimate->source;
       } else {
         entry.source = "no estimate: " + std::string(estimate.status().message());
+        if (estimate.status().code() == StatusCode::kInvalidArgument) {
+          entry.problem = estimate.status();
+        }
       }
     }
     DevicePlan& plan = plan_for(memory);
@@ -102,6 +105,18 @@ void AdviseOn(const DevicePlan& p, int64_t limit, std::ostream& out) {
 }
 
 }  // namespace
+
+std::string PlanProblems(const std::vector<DevicePlan>& plans) {
+  std::string out;
+  for (const auto& p : plans) {
+    for (const auto& e : p.entries) {
+      if (e.problem.ok()) continue;
+      out += "model '" + e.model + "' v" + std::to_string(e.version) + ": " +
+             std::string(e.problem.message()) + "\n";
+    }
+  }
+  return out;
+}
 
 std::string FormatPlan(const std::vector<DevicePlan>& plans) {
   std::ostringstream out;

@@ -24,6 +24,9 @@ struct PlanEntry {
   bool startup = true;  // on-demand models are listed, not counted
   int64_t bytes = 0;
   std::string source;   // where the estimate came from, or why there is none
+  // The config asks what the model file cannot do (an estimate refused as InvalidArgument, e.g.
+  // batch_tiers that are not an OM's gears): serve would fail to load it.
+  Status problem;
 };
 
 struct DevicePlan {
@@ -53,6 +56,9 @@ int64_t BudgetFor(const DeviceMemory& memory, const GlobalConfig& global,
 // One plan per memory domain, in the order the config first uses them. A model whose backend
 // is missing or cannot estimate is listed with the reason and 0 bytes.
 std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegistry& backends);
+
+// Every entry's problem, one per line ("model 'x' v1: ..."); empty when none.
+std::string PlanProblems(const std::vector<DevicePlan>& plans);
 
 // The plans as a table per device, with a verdict line each and, for a plan that does not fit,
 // what to change, with the numbers.

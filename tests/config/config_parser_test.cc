@@ -54,7 +54,7 @@ TEST_F(ConfigParserTest, SeedConfigurationValidatesAsIs) {
   EXPECT_EQ(m.task, "infer");
   EXPECT_EQ(m.path, dir_.path() / "person_det.om");
   EXPECT_EQ(m.max_batch, 8);
-  EXPECT_TRUE(m.dynamic_batch);
+  EXPECT_EQ(m.dynamic_batch, true);
   EXPECT_EQ(m.timeout, std::chrono::milliseconds(200));
   EXPECT_EQ(m.priority, 1);
   EXPECT_EQ(m.thread_num, 2);

@@ -264,6 +264,33 @@ TEST(AclLifecycleTest, WarmUpRunsEveryGearOnEveryInstanceBeforeTheModelIsReady) 
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+TEST(AclLifecycleTest, BatchingTheOmCannotDoIsRefusedBeforeAnythingLoads) {
+  testing::TempDir dir;
+  ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);
+  testing::WriteOm(dir, "det.om", Detector());    // gears 1, 2, 4, 8
+  testing::WriteOm(dir, "cls.om", Classifier());  // a static batch of 2
+  const std::string config = dir.Write("models.yaml", R"(models:
+  - {name: det, path: det.om, batch_tiers: [1, 3]}
+  - {name: cls, path: cls.om, dynamic_batch: true}
+  - {name: cls4, path: cls.om, batch_size: 4}
+  - {name: fine, path: det.om, batch_size: 2, dynamic_batch: false}
+)").string();
+  auto [code, out] = ServerProcess::Run({"validate", config});
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_THAT(out, HasSubstr("model 'det' v1: batch_tiers: [1, 3], but 3 is not a gear of "
+                             "'det.om' (its gears: [1, 2, 4, 8])"));
+  EXPECT_THAT(out, HasSubstr("model 'cls' v1: dynamic_batch: true, but 'cls.om' is compiled for "
+                             "a static batch of 2 (every execution runs 2 rows, padded)"));
+  EXPECT_THAT(out, HasSubstr("model 'cls4' v1: batch_size: 4, but 'cls.om' is compiled for a "
+                             "static batch of 2"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("model 'fine'")));
+  std::tie(code, out) = ServerProcess::Run(
+      {"serve", config, "--port", "0", "--lock-dir", (dir.path() / "locks").string()});
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_THAT(out, HasSubstr("refusing to start: what the model files cannot do"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("loaded")));
+}
+
 TEST(AclLifecycleTest, ASocMismatchIsRefusedBeforeAnythingLoadsNamingBoth) {
   testing::TempDir dir;
   ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);

@@ -44,37 +44,6 @@ AclOptions ReadOptions(const ModelConfig& model, ConfigErrors& errors) {
   return o;
 }
 
-// The expected SoC: params.soc_version, else the sidecar file next to the model, else none.
-std::string ExpectedSoc(const ModelConfig& model, const AclOptions& o, std::string* source) {
-  if (!o.soc_version.empty()) {
-    *source = "params.soc_version";
-    return o.soc_version;
-  }
-  std::filesystem::path sidecar = model.path;
-  sidecar.replace_extension(".soc_version");
-  std::ifstream in(sidecar);
-  std::string soc;
-  if (in && std::getline(in, soc)) {
-    soc.erase(soc.find_last_not_of(" \t\r\n") + 1);
-    *source = sidecar.string();
-    return soc;
-  }
-  return "";
-}
-
-Status CheckSoc(const AclApi& api, const ModelConfig& model, const AclOptions& o) {
-  std::string source;
-  const std::string expected = ExpectedSoc(model, o, &source);
-  if (expected.empty() || !api.aclrtGetSocName) return Status::Ok();
-  const char* name = api.aclrtGetSocName();
-  if (!name) return Status::Ok();  // the device cannot say; the load itself still checks
-  const std::string actual = name;
-  if (actual == expected) return Status::Ok();
-  return FailedPrecondition("model '" + model.name + "' was compiled for SoC " + expected +
-                            " (" + source + ") but this device is " + actual +
-                            ": convert it again with atc --soc_version=" + actual);
-}
-
 // Binds `device` to the calling thread for a scope (aclrtSetDevice ... aclrtResetDevice).
 class DeviceBinding {
  public:
@@ -530,7 +499,7 @@ void AclBackend::Validate(const ModelConfig& model, ConfigErrors& errors) const 
   if (model.path.empty()) return;
   auto api = runtime_.Api();
   if (!api.ok()) return;
-  if (Status soc = CheckSoc(**api, model, o); !soc.ok()) {
+  if (Status soc = CheckSoc(**api, model, o.soc_version); !soc.ok()) {
     errors.Add({.where = model.where,
                 .field = model.Field(o.soc_version.empty() ? "path" : "params.soc_version"),
                 .expected = "an OM compiled for this device's SoC",
@@ -547,6 +516,14 @@ Result<MemoryEstimate> AclBackend::Estimate(const ModelConfig& model) const {
   const std::string path = model.path.string();
   if (aclError rc = api->aclmdlQuerySize(path.c_str(), &work, &weight); rc != acl::kSuccess) {
     return api->Error("sizing '" + path + "'", "aclmdlQuerySize", rc);
+  }
+  {
+    // The batching the config asks for against the OM's, so that the plan (validate, serve's
+    // preflight) catches what the load would refuse.
+    MMS_ASSIGN_OR_RETURN(DeviceBinding bound,
+                         DeviceBinding::Bind(api, model.device_id, "describing " + path));
+    MMS_ASSIGN_OR_RETURN(AclModelInfo info, Describe(*api, model));
+    MMS_RETURN_IF_ERROR(CheckBatching(model, info));
   }
   const auto n = static_cast<int64_t>(model.thread_num);
   const auto mib = [](size_t b) { return FormatWholeMib(static_cast<int64_t>(b)); };
@@ -569,7 +546,7 @@ Result<std::unique_ptr<Session>> AclBackend::Load(const ModelConfig& model) {
   MMS_RETURN_IF_ERROR(errors.ToStatus());
   MMS_ASSIGN_OR_RETURN(ApiPtr api, runtime_.Api());
   // The SoC first: a model compiled for another chip must fail here, not inside the load.
-  MMS_RETURN_IF_ERROR(CheckSoc(*api, model, o));
+  MMS_RETURN_IF_ERROR(CheckSoc(*api, model, o.soc_version));
   const std::string path = model.path.string();
   size_t work = 0, weight = 0;
   if (aclError rc = api->aclmdlQuerySize(path.c_str(), &work, &weight); rc != acl::kSuccess) {
@@ -577,6 +554,7 @@ Result<std::unique_ptr<Session>> AclBackend::Load(const ModelConfig& model) {
   }
   MMS_ASSIGN_OR_RETURN(DeviceBinding bound, DeviceBinding::Bind(api, model.device_id, "loading " + path));
   MMS_ASSIGN_OR_RETURN(AclModelInfo info, Describe(*api, model));
+  MMS_RETURN_IF_ERROR(CheckBatching(model, info));
   info.work_size = work;
   info.weight_size = weight;
   ModelSignature signature{.platform = "ascend_om"};

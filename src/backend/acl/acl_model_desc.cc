@@ -1,6 +1,8 @@
 #include "backend/acl/acl_model_desc.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 namespace mmserve {
 
@@ -156,6 +158,85 @@ Result<AclModelInfo> Describe(const AclApi& api, const ModelConfig& model) {
   }
   (void)api.aclmdlDestroyDesc(desc);
   return info;
+}
+
+Status CheckBatching(const ModelConfig& model, const AclModelInfo& info) {
+  const std::string file = "'" + model.path.filename().string() + "'";
+  auto list = [](const std::vector<int>& v) {
+    std::string out;
+    for (int x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
+    return "[" + out + "]";
+  };
+  if (!info.dynamic) {
+    const int batch = info.gears.front();
+    const std::string fixed = file + " is compiled for a static batch of " +
+                              std::to_string(batch) + " (every execution runs " +
+                              std::to_string(batch) + " rows, padded)";
+    if (model.dynamic_batch == true) {
+      return InvalidArgument("dynamic_batch: true, but " + fixed +
+                             ": convert it with atc --dynamic_batch_size, or drop dynamic_batch");
+    }
+    if (model.batch_size_set && model.batch_size != batch) {
+      return InvalidArgument("batch_size: " + std::to_string(model.batch_size) + ", but " +
+                             fixed);
+    }
+    if (!model.batch_tiers.empty() && model.batch_tiers != std::vector<int>{batch}) {
+      return InvalidArgument("batch_tiers: " + list(model.batch_tiers) + ", but " + fixed);
+    }
+    return Status::Ok();
+  }
+  const auto gear = [&](int n) {
+    return std::find(info.gears.begin(), info.gears.end(), n) != info.gears.end();
+  };
+  for (int tier : model.batch_tiers) {
+    if (!gear(tier)) {
+      return InvalidArgument("batch_tiers: " + list(model.batch_tiers) + ", but " +
+                             std::to_string(tier) + " is not a gear of " + file + " (its gears: " +
+                             list(info.gears) + ")");
+    }
+  }
+  if (model.batch_size_set && !gear(model.batch_size)) {
+    return InvalidArgument("batch_size: " + std::to_string(model.batch_size) +
+                           ", but it is not a gear of " + file + " (its gears: " +
+                           list(info.gears) + ")");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// The expected SoC: params.soc_version, else the sidecar file next to the model, else none.
+std::string ExpectedSoc(const ModelConfig& model, const std::string& declared,
+                        std::string* source) {
+  if (!declared.empty()) {
+    *source = "params.soc_version";
+    return declared;
+  }
+  std::filesystem::path sidecar = model.path;
+  sidecar.replace_extension(".soc_version");
+  std::ifstream in(sidecar);
+  std::string soc;
+  if (in && std::getline(in, soc)) {
+    soc.erase(soc.find_last_not_of(" \t\r\n") + 1);
+    *source = sidecar.string();
+    return soc;
+  }
+  return "";
+}
+
+}  // namespace
+
+Status CheckSoc(const AclApi& api, const ModelConfig& model, const std::string& declared) {
+  std::string source;
+  const std::string expected = ExpectedSoc(model, declared, &source);
+  if (expected.empty() || !api.aclrtGetSocName) return Status::Ok();
+  const char* name = api.aclrtGetSocName();
+  if (!name) return Status::Ok();  // the device cannot say; the load itself still checks
+  const std::string actual = name;
+  if (actual == expected) return Status::Ok();
+  return FailedPrecondition("model '" + model.name + "' was compiled for SoC " + expected +
+                            " (" + source + ") but this device is " + actual +
+                            ": convert it again with atc --soc_version=" + actual);
 }
 
 }  // namespace mmserve

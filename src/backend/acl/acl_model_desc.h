@@ -40,6 +40,16 @@ struct AclModelInfo {
 // model, -1 with dynamic batch), the dynamic-batch input is kept out of `inputs`.
 Result<AclModelInfo> ReadDescription(const acl::AclApi& api, acl::aclmdlDesc* desc,
                                      const std::string& model);
+// Whether the config's batching fits the OM: a static OM (one compiled batch B) takes no
+// dynamic_batch: true, and batch_size / batch_tiers can only be B (every execution runs B rows,
+// padded); a dynamic OM's batch_tiers and batch_size must be among its gears.
+Status CheckBatching(const ModelConfig& model, const AclModelInfo& info);
+
+// The model's SoC — params.soc_version (`declared`), else the sidecar <model>.soc_version —
+// against aclrtGetSocName(); FailedPrecondition naming both when they differ, OK when either
+// is unknown (the load itself still checks).
+Status CheckSoc(const acl::AclApi& api, const ModelConfig& model, const std::string& declared);
+
 // The description without an instance. REQUIRES: the device bound on the calling thread.
 Result<AclModelInfo> Describe(const acl::AclApi& api, const ModelConfig& model);
 

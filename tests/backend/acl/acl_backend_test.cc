@@ -196,6 +196,20 @@ TEST_F(AclBackendTest, TwoModelsServeConcurrentlyAtTheirGearsWithBuffersFromLoad
   EXPECT_EQ(counters["executions"], det_runs);
 }
 
+TEST_F(AclBackendTest, DynamicBatchFalseBatchesNoFurtherThanBatchSize) {
+  // A dynamic OM (gears 1..8), one worker, requests queued together: batches stop at 2.
+  auto service = Start("models:\n  - name: det\n    path: " + Om("det.om", Detector()) +
+                       "\n    batch_size: 2\n    dynamic_batch: false\n    warmup: 0\n"
+                       "    max_queue_delay_ms: 50\n");
+  std::vector<std::future<Result<InferResponse>>> results;
+  for (int i = 0; i < 8; ++i) results.push_back(Submit(*service, Rows("det", "x", {1, 2, 3, 4}, 4)));
+  for (auto& r : results) ASSERT_TRUE(r.get().ok());
+  auto counters = service->GetModel("det")->counters;
+  EXPECT_EQ(counters["rows"], 8);
+  EXPECT_EQ(counters["gear_4"] + counters["gear_8"], 0) << "no batch beyond batch_size";
+  EXPECT_GT(counters["gear_2"], 0) << "but batches of 2";
+}
+
 TEST_F(AclBackendTest, ARequestMayCarrySeveralRowsUpToTheLargestGear) {
   auto service = Start(TwoModels());
   auto three = Submit(*service, Rows("det", "x", std::vector<float>(12, 1.0f), 4)).get();

@@ -158,9 +158,9 @@ class Backend {
   virtual Runtime& runtime() = 0;
 
   // Adds every problem with `model` (its params above all) to `errors`. Loads nothing.
-  virtual void Validate(const ModelConfig& model, ConfigErrors& errors) const = 0;
-  // The task `model`'s file is made for, when the config names none; "" = the default task.
-  virtual std::string InferTask(const ModelConfig& model) const { return ""; }
+  // Checks `model` and completes what its file tells: llama reads the GGUF header once, for its
+  // errors and, when the entry names no task (!model.task_set), the task the file is made for.
+  virtual void Validate(ModelConfig& model, ConfigErrors& errors) const = 0;
   // Memory the model will hold once loaded, before loading it.
   virtual Result<MemoryEstimate> Estimate(const ModelConfig& model) const = 0;
   // REQUIRES: Validate() reported nothing, and the caller holds a lease on runtime().

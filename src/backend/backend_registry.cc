@@ -51,7 +51,7 @@ std::optional<int> BackendRegistry::DeviceCount(const std::string& backend) cons
   return count;
 }
 
-void BackendRegistry::ValidateModel(const ModelConfig& model, ConfigErrors& errors) const {
+void BackendRegistry::ValidateModel(ModelConfig& model, ConfigErrors& errors) const {
   if (auto it = backends_.find(model.backend); it != backends_.end()) {
     it->second->Validate(model, errors);
     return;
@@ -62,11 +62,6 @@ void BackendRegistry::ValidateModel(const ModelConfig& model, ConfigErrors& erro
   errors.Add({.where = model.where, .field = model.Field("backend"),
               .expected = "a backend built into this mmserve (" + built + ")",
               .found = "\"" + model.backend + "\", which this build does not have"});
-}
-
-std::string BackendRegistry::InferTask(const ModelConfig& model) const {
-  auto it = backends_.find(model.backend);
-  return it == backends_.end() ? "" : it->second->InferTask(model);
 }
 
 bool BackendRegistry::ExecutesInline(const ModelConfig& model) const {

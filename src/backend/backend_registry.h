@@ -30,9 +30,8 @@ class BackendRegistry final : public BackendCatalog {
   std::optional<int> DeviceCount(const std::string& backend) const override;
   // A backend the schema knows but this registry lacks is an error once the registry is
   // complete (set_complete: the build's whole set, as the app registers it).
-  void ValidateModel(const ModelConfig& model, ConfigErrors& errors) const override;
+  void ValidateModel(ModelConfig& model, ConfigErrors& errors) const override;
   void set_complete(bool complete) { complete_ = complete; }
-  std::string InferTask(const ModelConfig& model) const override;
   bool ExecutesInline(const ModelConfig& model) const override;
 
  private:

@@ -24,12 +24,10 @@ class BackendCatalog {
   // The number of devices the backend's runtime sees, or nullopt when that runtime is absent
   // (then device ids are not range-checked).
   virtual std::optional<int> DeviceCount(const std::string& backend) const = 0;
-  // The task the model's file is made for (read from its header), for an entry that names
-  // none; "" = the backend's default task.
-  virtual std::string InferTask(const ModelConfig& model) const { return ""; }
   // Checks `model.params` (and any backend rule on other fields); adds each problem to `errors`.
-  // A backend this build lacks is an error.
-  virtual void ValidateModel(const ModelConfig& model, ConfigErrors& errors) const = 0;
+  // A backend this build lacks is an error. Completes what the model's file tells (the task of
+  // an entry that names none).
+  virtual void ValidateModel(ModelConfig& model, ConfigErrors& errors) const = 0;
   // Whether `model` may run with `execution: inline`: its executions never block.
   virtual bool ExecutesInline(const ModelConfig& model) const { return false; }
 };

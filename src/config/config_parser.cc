@@ -125,7 +125,7 @@ class Parser {
     // The backend follows the (first) version's file.
     ResolveBackend(r, m, versions.empty() ? path_text : versions.front().path_text);
     m.task = r.String("task", "");
-    const bool task_given = r.Has("task");
+    m.task_set = r.Has("task");
     m.device_id = static_cast<int>(r.Int("device_id", global.device, 0, 1023));
     ReadBatching(r, m);
     m.preprocess = r.String("preprocess", "");
@@ -165,16 +165,16 @@ class Parser {
     CheckModelRules(r, m);
     std::vector<ModelConfig> out;
     for (const VersionSource& source : versions) {
-      out.push_back(ReadVersion(p, r, m, source, task_given));
+      out.push_back(ReadVersion(p, r, m, source));
     }
     return out;
   }
 
   struct VersionSource;
-  // One version of the entry `m`: its file checked (then read by the backend: the task it is
-  // made for when the entry names none, its header), its own params merged.
+  // One version of the entry `m`: its file checked (then read by the backend: its header, and
+  // the task it is made for when the entry names none), its own params merged.
   ModelConfig ReadVersion(const Params& p, ParamReader& r, const ModelConfig& m,
-                          const VersionSource& source, bool task_given) {
+                          const VersionSource& source) {
     ModelConfig v = m;
     v.version = source.version;
     v.path = source.path;
@@ -188,13 +188,11 @@ class Parser {
     if (!m.backend.empty() && catalog_.NeedsPath(m.backend)) {
       readable = CheckModelFile(r, source.field, m.backend, v.path, source.path_text, roots_);
     }
-    if (!m.backend.empty() && readable && !task_given) {
-      if (std::string task = catalog_.InferTask(v); !task.empty()) v.task = std::move(task);
-    }
     if (!m.backend.empty()) {
       ModelConfig checked = v;
       if (!readable) checked.path.clear();  // the backend reads no file that failed the checks
       catalog_.ValidateModel(checked, errors_);
+      v.task = checked.task;  // the file's, when the entry names none
     }
     v.fingerprint = ModelFingerprint(p, v);
     return v;

@@ -55,7 +55,8 @@ struct ModelConfig {
   // The folder of numeric version folders this version was found in; empty otherwise.
   std::filesystem::path versions_dir;
   std::string backend;         // identity | llama | acl | opencv
-  std::string task;            // backend-specific; the backend's default when absent
+  std::string task;            // backend-specific; the file's, else the backend's default when absent
+  bool task_set = false;       // named in the file
   int64_t version = 1;
   // Routing, the same in every version of a name: labels (e.g. stable, canary) → versions, and
   // the canary share. A request without version or label goes to the canary with its weight,

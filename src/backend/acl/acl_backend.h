@@ -48,7 +48,7 @@ class AclBackend final : public Backend {
   std::vector<std::string> tasks() const override { return {"infer"}; }
   Runtime& runtime() override { return runtime_; }
 
-  void Validate(const ModelConfig& model, ConfigErrors& errors) const override;
+  void Validate(ModelConfig& model, ConfigErrors& errors) const override;
   // aclmdlQuerySize's work and weight sizes, once per instance (weights once in pool mode).
   Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;
   Result<std::unique_ptr<Session>> Load(const ModelConfig& model) override;

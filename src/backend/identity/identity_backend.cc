@@ -224,7 +224,7 @@ Status IdentityInstance::Execute(Execution& execution) {
 
 }  // namespace
 
-void IdentityBackend::Validate(const ModelConfig& model, ConfigErrors& errors) const {
+void IdentityBackend::Validate(ModelConfig& model, ConfigErrors& errors) const {
   (void)ReadOptions(model, errors);
 }
 

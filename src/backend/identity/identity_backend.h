@@ -32,7 +32,7 @@ class IdentityBackend final : public Backend {
   bool needs_path() const override { return false; }
   Runtime& runtime() override { return runtime_; }
 
-  void Validate(const ModelConfig& model, ConfigErrors& errors) const override;
+  void Validate(ModelConfig& model, ConfigErrors& errors) const override;
   Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;
   Result<std::unique_ptr<Session>> Load(const ModelConfig& model) override;
   // Unless latency or a hang is injected: then an execution blocks.

@@ -95,7 +95,7 @@ int ThreadCount(const LlamaOptions& options) {
                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-void LlamaBackend::Validate(const ModelConfig& model, ConfigErrors& errors) const {
+void LlamaBackend::Validate(ModelConfig& model, ConfigErrors& errors) const {
   (void)ReadLlamaOptions(model, errors);
   if (model.path.empty() || !std::filesystem::is_regular_file(model.path)) return;  // reported
   // The header, without loading: what serve would otherwise fail on at load time.
@@ -106,6 +106,10 @@ void LlamaBackend::Validate(const ModelConfig& model, ConfigErrors& errors) cons
     return;
   }
   const std::string suited = TaskFor(*gguf);
+  if (!model.task_set) {
+    model.task = suited;
+    return;
+  }
   const std::string what = "'" + model.path.filename().string() + "' (architecture '" +
                            gguf->architecture + "'" +
                            (gguf->has_classifier ? ", a classification head" : "") + ")";
@@ -121,10 +125,6 @@ void LlamaBackend::Validate(const ModelConfig& model, ConfigErrors& errors) cons
   }
 }
 
-std::string LlamaBackend::InferTask(const ModelConfig& model) const {
-  auto gguf = ReadGguf(model.path.string());
-  return gguf.ok() ? TaskFor(*gguf) : "";
-}
 
 Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
   ConfigErrors errors;

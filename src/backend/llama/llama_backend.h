@@ -41,8 +41,7 @@ class LlamaBackend final : public Backend {
   std::vector<std::string> tasks() const override { return {"generate", "embed", "rerank"}; }
   Runtime& runtime() override { return runtime_; }
 
-  void Validate(const ModelConfig& model, ConfigErrors& errors) const override;
-  std::string InferTask(const ModelConfig& model) const override;
+  void Validate(ModelConfig& model, ConfigErrors& errors) const override;
   // Weights from the GGUF tensor table, plus per-instance context and compute buffers.
   Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;
   Result<std::unique_ptr<Session>> Load(const ModelConfig& model) override;

@@ -492,7 +492,7 @@ Status AclInstance::Execute(Execution& execution) {
 
 }  // namespace
 
-void AclBackend::Validate(const ModelConfig& model, ConfigErrors& errors) const {
+void AclBackend::Validate(ModelConfig& model, ConfigErrors& errors) const {
   const AclOptions o = ReadOptions(model, errors);
   // With AscendCL on this host, the model's declared SoC against the device's, before anything
   // loads (aclrtGetSocName needs no aclInit). Without it, the load reports AscendCL missing.
@@ -519,11 +519,16 @@ Result<MemoryEstimate> AclBackend::Estimate(const ModelConfig& model) const {
   }
   {
     // The batching the config asks for against the OM's, so that the plan (validate, serve's
-    // preflight) catches what the load would refuse.
+    // preflight) catches what the load would refuse — where the description is cheap to read.
+    // Without aclmdlGetDescFromFile it would take a whole scratch load: Load() checks then.
     MMS_ASSIGN_OR_RETURN(DeviceBinding bound,
                          DeviceBinding::Bind(api, model.device_id, "describing " + path));
-    MMS_ASSIGN_OR_RETURN(AclModelInfo info, Describe(*api, model));
-    MMS_RETURN_IF_ERROR(CheckBatching(model, info));
+    auto info = Describe(*api, model, /*scratch_load=*/false);
+    if (info.ok()) {
+      MMS_RETURN_IF_ERROR(CheckBatching(model, *info));
+    } else if (info.status().code() != StatusCode::kUnimplemented) {
+      return info.status();
+    }
   }
   const auto n = static_cast<int64_t>(model.thread_num);
   const auto mib = [](size_t b) { return FormatWholeMib(static_cast<int64_t>(b)); };

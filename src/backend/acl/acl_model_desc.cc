@@ -124,7 +124,7 @@ Result<AclModelInfo> ReadDescription(const AclApi& api, acl::aclmdlDesc* desc,
 
 // The description without an instance: aclmdlGetDescFromFile where the library has it, else a
 // load in a scratch context on the calling (loader) thread. REQUIRES: the device bound.
-Result<AclModelInfo> Describe(const AclApi& api, const ModelConfig& model) {
+Result<AclModelInfo> Describe(const AclApi& api, const ModelConfig& model, bool scratch_load) {
   const std::string path = model.path.string();
   acl::aclmdlDesc* desc = api.aclmdlCreateDesc();
   if (!desc) return ResourceExhausted("aclmdlCreateDesc returned null");
@@ -133,6 +133,9 @@ Result<AclModelInfo> Describe(const AclApi& api, const ModelConfig& model) {
                                           : acl::kErrorApiNotSupport;
   if (rc == acl::kSuccess) {
     info = ReadDescription(api, desc, model.name);
+  } else if (rc == acl::kErrorApiNotSupport && !scratch_load) {
+    (void)api.RecentError();
+    info = Unimplemented("aclmdlGetDescFromFile is not supported by this CANN");
   } else if (rc == acl::kErrorApiNotSupport) {
     (void)api.RecentError();
     acl::aclrtContext scratch = nullptr;

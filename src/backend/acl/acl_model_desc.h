@@ -50,7 +50,9 @@ Status CheckBatching(const ModelConfig& model, const AclModelInfo& info);
 // is unknown (the load itself still checks).
 Status CheckSoc(const acl::AclApi& api, const ModelConfig& model, const std::string& declared);
 
-// The description without an instance. REQUIRES: the device bound on the calling thread.
-Result<AclModelInfo> Describe(const acl::AclApi& api, const ModelConfig& model);
+// The description without an instance: aclmdlGetDescFromFile, else (with `scratch_load`) a load
+// in a scratch context — else Unimplemented. REQUIRES: the device bound on the calling thread.
+Result<AclModelInfo> Describe(const acl::AclApi& api, const ModelConfig& model,
+                              bool scratch_load = true);
 
 }  // namespace mmserve

@@ -329,9 +329,9 @@ void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferRes
   std::string what;
   if (!status.ok()) what = std::string(StatusCodeName(status.code())) + ": " + std::string(status.message());
   const bool executed = p.started != Clock::time_point();
+  const CircuitBreaker::Outcome outcome = OutcomeOf(status);
   // A request that expired in the queue says the model is busy, not that it is broken.
-  breaker_.Record(p.ticket, executed ? OutcomeOf(status) : CircuitBreaker::Outcome::kNeutral, what,
-                  now);
+  breaker_.Record(p.ticket, executed ? outcome : CircuitBreaker::Outcome::kNeutral, what, now);
   {
     std::lock_guard lock(stats_mu_);
     if (status.ok()) {
@@ -340,8 +340,8 @@ void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferRes
       ++stats_.expired;
     } else if (status.code() == StatusCode::kCancelled) {
       ++stats_.cancelled;
-    } else if (OutcomeOf(status) == CircuitBreaker::Outcome::kFailure ||
-               OutcomeOf(status) == CircuitBreaker::Outcome::kTimeout) {
+    } else if (outcome == CircuitBreaker::Outcome::kFailure ||
+               outcome == CircuitBreaker::Outcome::kTimeout) {
       ++stats_.failure;
     } else {
       ++stats_.success;  // answered, with the request's own error

@@ -93,7 +93,7 @@ run_ctest build-clang unit
 
 step "fuzzing: every harness for ${MMSERVE_FUZZ_SECONDS:-20} s (scripts/fuzz.sh; the committed corpus replayed first)"
 set +e
-bash scripts/fuzz.sh "${MMSERVE_FUZZ_SECONDS:-20}" 2>&1 | tee build/fuzz.log | grep -E '^fuzz|ERROR|SUMMARY|runtime error'
+bash scripts/fuzz.sh "${MMSERVE_FUZZ_SECONDS:-20}" 2>&1 | tee build/fuzz.log | grep -E '^fuzz|ERROR|SUMMARY|runtime error|FAILED|error:'
 set -e
 fuzz_line=$(grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed' build/fuzz.log | tail -1 || true)
 if [[ -z "$fuzz_line" ]]; then

@@ -28,7 +28,7 @@ class TaskedIdentity final : public Backend {
   std::vector<std::string> tasks() const override { return {"generate", "embed", "rerank"}; }
   bool needs_path() const override { return false; }
   Runtime& runtime() override { return inner_.runtime(); }
-  void Validate(const ModelConfig& m, ConfigErrors& e) const override { inner_.Validate(m, e); }
+  void Validate(ModelConfig& m, ConfigErrors& e) const override { inner_.Validate(m, e); }
   Result<MemoryEstimate> Estimate(const ModelConfig& m) const override {
     return inner_.Estimate(m);
   }

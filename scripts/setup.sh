@@ -20,11 +20,12 @@ APT_PACKAGES=(
   build-essential cmake ninja-build ccache git curl pkg-config
   libboost-dev libboost-system-dev libyaml-cpp-dev nlohmann-json3-dev libsimdjson-dev libspdlog-dev libfmt-dev
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-numpy
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libopencv-dev python3-onnx
 )
 # Only the tests need these: the Python gRPC client, promtool (checks /metrics), and clang with
-# its runtime libraries for the libFuzzer harnesses (scripts/fuzz.sh).
-TEST_PACKAGES=(python3-grpcio python3-protobuf prometheus clang-14 libclang-rt-14-dev)
+# its runtime libraries for the libFuzzer harnesses (scripts/fuzz.sh), and OpenCV's
+# Python module (the reference outputs vision tests compare against).
+TEST_PACKAGES=(python3-grpcio python3-protobuf prometheus clang-14 libclang-rt-14-dev python3-opencv)
 
 install_packages() {
   local missing=() wanted=("${APT_PACKAGES[@]}")
@@ -83,10 +84,11 @@ build_mmserve() {
 # Deterministic random-weight GGUF models with real tokenizers (tools/gen_models.py): the tiny
 # ones for the tests and the demo; MMSERVE_MODEL_SIZES=tiny,base adds the benchmark sizes.
 generate_models() {
-  step "models: generating ${MMSERVE_MODEL_SIZES:-tiny} GGUF models into models/generated (skips existing)"
+  step "models: generating ${MMSERVE_MODEL_SIZES:-tiny} GGUF and the ONNX vision models into models/generated (skips existing)"
   PYTHONPATH="$DEPS/llama.cpp/gguf-py" /usr/bin/python3 "$ROOT/tools/gen_models.py" \
     --out "$ROOT/models/generated" --sizes "${MMSERVE_MODEL_SIZES:-tiny}" \
     --vocab-dir "$DEPS/llama.cpp/models"
+  /usr/bin/python3 "$ROOT/tools/gen_vision_models.py" --out "$ROOT/models/generated"
 }
 
 # llama.cpp's own programs, built from the same bundle, that the tests and benchmarks compare

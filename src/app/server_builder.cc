@@ -8,6 +8,9 @@
 #include "backend/acl/acl_backend.h"
 #include "backend/identity/identity_backend.h"
 #include "backend/llama/llama_backend.h"
+#ifdef MMSERVE_HAVE_OPENCV
+#include "backend/opencv/opencv_backend.h"
+#endif
 #include "common/logging.h"
 #include "config/config_parser.h"
 #include "runtime/device_lock.h"
@@ -23,6 +26,9 @@ BuiltIns::BuiltIns() {
   backends.Register(std::make_unique<IdentityBackend>(host_runtime));
   backends.Register(std::make_unique<LlamaBackend>(ggml_runtime));
   backends.Register(std::make_unique<AclBackend>(acl_runtime));
+#ifdef MMSERVE_HAVE_OPENCV
+  backends.Register(std::make_unique<OpencvBackend>(host_runtime));
+#endif
   backends.set_complete(true);
 }
 

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "testing/server_process.h"
+#include "testing/models.h"
 #include "testing/seed_config.h"
 #include "testing/test_util.h"
 
@@ -19,6 +20,7 @@ namespace {
 using testing::kSeed;
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ServerProcess;
 
 
@@ -100,15 +102,20 @@ TEST(CliTest, ValidatePrintsThePlanWithoutLoadingAndFailsWhatServeWouldRefuse) {
   EXPECT_THAT(skip_out, ::testing::Not(HasSubstr("memory plan:")));
 }
 
-TEST(CliTest, ABackendThisBuildDoesNotHaveIsAnErrorNotValid) {
+TEST(CliTest, AnOnnxFileOpenCvCannotImportIsAnErrorNotValid) {
   testing::TempDir dir;
   dir.Write("det.onnx", "not really onnx");
-  auto [code, out] = ServerProcess::Run(
-      {"validate", dir.Write("m.yaml", "models:\n  - {name: det, path: det.onnx}\n").string()});
+  const std::string yaml =
+      "models:\n  - {name: det, path: det.onnx}\n  - {name: ocr, path: " +
+      testing::GeneratedModel("unsupported-tiny.onnx") +
+      "}\n  - {name: cls, path: " + testing::GeneratedModel("classifier-tiny.onnx") + "}\n";
+  auto [code, out] = ServerProcess::Run({"validate", dir.Write("m.yaml", yaml).string()});
   EXPECT_EQ(code, 1) << out;
-  EXPECT_THAT(out, HasSubstr("models[0].backend: expected a backend built into this mmserve "
-                             "(acl, identity, llama), found \"opencv\", which this build does "
-                             "not have"));
+  EXPECT_THAT(out, HasSubstr("models[0].path: expected an ONNX model OpenCV 4.6 can import"));
+  EXPECT_THAT(out, HasSubstr("found 'det.onnx': not an ONNX model"));
+  EXPECT_THAT(out, HasSubstr("models[1].path"));
+  EXPECT_THAT(out, HasSubstr("Node [Clip@ai.onnx]:(onnx_node!clip_0)"));
+  EXPECT_THAT(out, Not(HasSubstr("models[2]")));
 }
 
 TEST(CliTest, ServeBindsItsPortBeforeLoadingAndEachFailureHasItsOwnExitCode) {

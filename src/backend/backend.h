@@ -154,6 +154,9 @@ class Backend {
   virtual std::string name() const = 0;
   virtual std::vector<std::string> tasks() const = 0;  // the first is the default
   virtual bool needs_path() const { return true; }
+  // Whether its sessions take tensors, which `preprocess:` / `postprocess:` can wrap
+  // (backend/vision/); false for engines of text.
+  virtual bool takes_tensors() const { return true; }
   // The runtime every session of this backend runs on. Not owned; outlives the backend.
   virtual Runtime& runtime() = 0;
 

@@ -54,6 +54,7 @@ std::optional<int> BackendRegistry::DeviceCount(const std::string& backend) cons
 void BackendRegistry::ValidateModel(ModelConfig& model, ConfigErrors& errors) const {
   if (auto it = backends_.find(model.backend); it != backends_.end()) {
     it->second->Validate(model, errors);
+    ValidateImageStages(*it->second, model, errors);
     return;
   }
   if (!complete_) return;  // a partial registry (a test's): loading reports what is missing
@@ -62,6 +63,25 @@ void BackendRegistry::ValidateModel(ModelConfig& model, ConfigErrors& errors) co
   errors.Add({.where = model.where, .field = model.Field("backend"),
               .expected = "a backend built into this mmserve (" + built + ")",
               .found = "\"" + model.backend + "\", which this build does not have"});
+}
+
+void BackendRegistry::ValidateImageStages(const Backend& backend, const ModelConfig& model,
+                                          ConfigErrors& errors) const {
+  for (const char* stage : {"preprocess", "postprocess"}) {
+    if (std::string(stage) == "preprocess" ? !model.preprocess : !model.postprocess) continue;
+#ifndef MMSERVE_HAVE_OPENCV
+    errors.Add({.where = model.where, .field = model.Field(stage),
+                .expected = "none: this mmserve is built without OpenCV (MMSERVE_OPENCV=OFF), "
+                            "which the image stages run on",
+                .found = "a " + std::string(stage) + " stage"});
+#endif
+    if (!backend.takes_tensors()) {
+      errors.Add({.where = model.where, .field = model.Field(stage),
+                  .expected = "none for backend " + backend.name() +
+                              ": image stages wrap tensor models (acl, opencv, identity)",
+                  .found = "a " + std::string(stage) + " stage"});
+    }
+  }
 }
 
 bool BackendRegistry::ExecutesInline(const ModelConfig& model) const {

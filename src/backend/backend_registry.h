@@ -35,6 +35,10 @@ class BackendRegistry final : public BackendCatalog {
   bool ExecutesInline(const ModelConfig& model) const override;
 
  private:
+  // preprocess/postprocess: only on tensor models, and only in a build with OpenCV.
+  void ValidateImageStages(const Backend& backend, const ModelConfig& model,
+                           ConfigErrors& errors) const;
+
   std::map<std::string, std::unique_ptr<Backend>> backends_;
   std::map<std::string, std::vector<std::string>> known_tasks_;  // every schema backend
   bool complete_ = false;

@@ -128,10 +128,8 @@ class Parser {
     m.task_set = r.Has("task");
     m.device_id = static_cast<int>(r.Int("device_id", global.device, 0, 1023));
     ReadBatching(r, m);
-    m.preprocess = r.String("preprocess", "");
-    CheckPreprocess(r, m.preprocess);
-    m.postprocess = r.String("postprocess", "");
-    CheckPostprocess(r, m.postprocess);
+    m.preprocess = ReadPreprocess(r);
+    m.postprocess = ReadPostprocess(r, base_dir_);
     m.timeout = std::chrono::milliseconds(r.Int("timeout_ms", m.timeout.count(), 1, kMaxTimeoutMs));
     m.priority = ReadPriority(r);
     m.thread_num = static_cast<int>(r.Int("thread_num", m.thread_num, 1, 256));

@@ -1,4 +1,4 @@
-// The config field readers the parser shares: durations, priorities, stage names, model names,
+// The config field readers the parser shares: durations, priorities, model names,
 // and the `global:` section. Each reads one field through a ParamReader, which records errors
 // with the field's location; none throws or recurses on what it reads.
 #pragma once
@@ -27,9 +27,6 @@ std::optional<std::chrono::milliseconds> ReadDuration(
     ParamReader& r, const std::string& key, std::optional<std::chrono::milliseconds> fallback);
 // `priority`: high, normal, low or a level in 1..kMaxPriorityLevel.
 int ReadPriority(ParamReader& r);
-// `preprocess` / `postprocess`: empty, or one of the stage forms, matched by hand (linear).
-void CheckPreprocess(ParamReader& r, const std::string& value);
-void CheckPostprocess(ParamReader& r, const std::string& value);
 // Model and label names: letters, digits, '_', '-' or '.', and not "." or ".." (a name becomes a
 // URL segment and may become a file name).
 bool IsValidName(std::string_view name);

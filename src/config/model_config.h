@@ -12,6 +12,7 @@
 
 #include "config/config_error.h"
 #include "config/params.h"
+#include "config/vision_config.h"
 
 namespace mmserve {
 
@@ -80,8 +81,9 @@ struct ModelConfig {
   // that holds it. Empty: any size up to max_batch (or the model's own gears, when it has them).
   std::vector<int> batch_tiers;
   bool preserve_ordering = false;  // responses leave in arrival order (multi-worker models)
-  std::string preprocess;      // e.g. resize_256_center_crop; "" = none
-  std::string postprocess;     // e.g. nms_threshold_0.45; "" = none
+  // The image stages around the network (config/vision_config.h); nullopt = none.
+  std::optional<PreprocessConfig> preprocess;    // e.g. resize_256_center_crop
+  std::optional<PostprocessConfig> postprocess;  // e.g. nms_threshold_0.45
   std::chrono::milliseconds timeout{30'000};
   int priority = kDefaultPriority;
   int thread_num = 1;          // worker threads, each with its own execution instance

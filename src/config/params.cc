@@ -126,6 +126,26 @@ std::vector<int64_t> ParamReader::IntList(const std::string& key, int64_t min, i
   return out;
 }
 
+std::vector<double> ParamReader::DoubleList(const std::string& key, double min, double max) {
+  const auto* v = Find(key);
+  std::vector<double> out;
+  if (!v) return out;
+  const std::string expected = "a list of numbers in " + DumpJson(min) + ".." + DumpJson(max);
+  if (!v->is_array()) {
+    Error(key, expected, DescribeFound(*v));
+    return out;
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const auto& e = (*v)[i];
+    if (!e.is_number() || !(e.get<double>() >= min && e.get<double>() <= max)) {
+      Error(key + "[" + std::to_string(i) + "]", expected, DescribeFound(e));
+      continue;
+    }
+    out.push_back(e.get<double>());
+  }
+  return out;
+}
+
 std::vector<Params> ParamReader::MapList(const std::string& key) {
   const auto* v = Find(key);
   std::vector<Params> out;

@@ -60,6 +60,7 @@ class ParamReader {
   std::string String(const std::string& key, const std::string& fallback,
                      const std::vector<std::string>& allowed = {});
   std::vector<int64_t> IntList(const std::string& key, int64_t min, int64_t max);
+  std::vector<double> DoubleList(const std::string& key, double min, double max);
   // A list of maps; each element is returned as its own Params (read it with a ParamReader).
   std::vector<Params> MapList(const std::string& key);
   // A nested map; nullopt (with an error if present but not a map) otherwise.
@@ -73,6 +74,8 @@ class ParamReader {
   void Error(const std::string& key, std::string expected, std::string found,
              std::string hint = {});
   void Finish();
+  // Where this reader collects errors (for readers of nested maps).
+  ConfigErrors& errors() { return errors_; }
 
  private:
   const nlohmann::json* Find(const std::string& key);

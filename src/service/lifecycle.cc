@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include "backend/vision/vision_session.h"
 #include "common/logging.h"
 #include "common/strings.h"
 #include "service/memory_plan.h"
@@ -252,6 +253,9 @@ void Lifecycle::Load(ModelVersion& version) {
   // one is its measured footprint: weights, contexts and buffers, whatever the backend reports.
   const int64_t heap_before = HeapBytesInUse();
   auto session = (*backend)->Load(m);
+  if (session.ok() && (m.preprocess || m.postprocess)) {
+    session = WithImageStages(std::move(*session), m);
+  }
   if (!session.ok()) return fail(session.status());
   loaded->session = std::move(*session);
   auto scheduler = ModelScheduler::Create(

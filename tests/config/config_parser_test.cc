@@ -58,7 +58,13 @@ TEST_F(ConfigParserTest, SeedConfigurationValidatesAsIs) {
   EXPECT_EQ(m.timeout, std::chrono::milliseconds(200));
   EXPECT_EQ(m.priority, 1);
   EXPECT_EQ(m.thread_num, 2);
-  EXPECT_EQ(m.preprocess, "resize_256_center_crop");
+  ASSERT_TRUE(m.preprocess);
+  EXPECT_EQ(m.preprocess->resize, PreprocessConfig::Resize::kShortSide);
+  EXPECT_EQ(m.preprocess->short_side, 256);
+  EXPECT_TRUE(m.preprocess->crop);
+  ASSERT_TRUE(m.postprocess);
+  EXPECT_EQ(m.postprocess->kind, PostprocessConfig::Kind::kDetect);
+  EXPECT_DOUBLE_EQ(m.postprocess->iou_threshold, 0.45);
   EXPECT_EQ(config->global.memory_pool_mb, 1024);
   EXPECT_EQ(config->global.thread_num, 8);
 }
@@ -129,9 +135,9 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenCase{"MaxBatchSmallerThanBatch", "batch_size: 1", "batch_size: 16",
                    "10:16: models[0].max_batch: expected at least batch_size (16), found 8"},
         BrokenCase{"UnknownPreprocess", "resize_256_center_crop", "resize_center",
-                   "12:17: models[0].preprocess: expected one of none, resize_<N>"},
+                   "12:17: models[0].preprocess: expected none, resize_<N>"},
         BrokenCase{"UnknownPostprocess", "nms_threshold_0.45", "nms_threshold_4.5",
-                   "13:18: models[0].postprocess: expected one of none, softmax"},
+                   "13:18: models[0].postprocess: expected none, softmax"},
         BrokenCase{"GlobalTypo", "memory_pool: 1024", "memory_pol: 1024",
                    "3:3: global.memory_pol: expected one of "},
         BrokenCase{"NegativeMemoryPool", "memory_pool: 1024", "memory_pool: -1",

@@ -39,6 +39,7 @@ class LlamaBackend final : public Backend {
 
   std::string name() const override { return "llama"; }
   std::vector<std::string> tasks() const override { return {"generate", "embed", "rerank"}; }
+  bool takes_tensors() const override { return false; }
   Runtime& runtime() override { return runtime_; }
 
   void Validate(ModelConfig& model, ConfigErrors& errors) const override;

@@ -1,0 +1,249 @@
+#include "backend/vision/image_postprocess.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <opencv2/dnn.hpp>
+
+#include "common/files.h"
+
+namespace mmserve {
+namespace {
+
+using Kind = PostprocessConfig::Kind;
+using Format = PostprocessConfig::Format;
+
+constexpr int64_t kMaxLabelsBytes = 16 << 20;
+
+std::vector<float> Floats(const Tensor& t) {
+  std::vector<float> out(t.size_bytes() / sizeof(float));
+  std::memcpy(out.data(), t.data().data(), out.size() * sizeof(float));
+  return out;
+}
+
+template <typename T>
+Tensor Make(const std::string& name, DataType type, Shape shape, const std::vector<T>& values) {
+  return Tensor(
+      name, type, std::move(shape),
+      std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T)));
+}
+
+void Activate(PostprocessConfig::Activation activation, std::span<float> row) {
+  if (activation == PostprocessConfig::Activation::kSigmoid) {
+    for (float& v : row) v = 1.0f / (1.0f + std::exp(-v));
+  } else if (activation == PostprocessConfig::Activation::kSoftmax && !row.empty()) {
+    const float max = *std::max_element(row.begin(), row.end());
+    double sum = 0;
+    for (float& v : row) sum += (v = std::exp(v - max));
+    for (float& v : row) v = static_cast<float>(v / sum);
+  }
+}
+
+}  // namespace
+
+Result<ImagePostprocessor> ImagePostprocessor::Create(
+    const PostprocessConfig& config, const std::vector<TensorSpec>& network_outputs) {
+  ImagePostprocessor p;
+  p.config_ = config;
+  const TensorSpec* source = nullptr;
+  for (const auto& o : network_outputs) {
+    if (config.output.empty() || o.name == config.output) {
+      source = &o;
+      break;
+    }
+  }
+  if (!source) {
+    std::string names;
+    for (const auto& o : network_outputs) names += (names.empty() ? "" : ", ") + o.name;
+    return InvalidArgument("postprocess.output '" + config.output + "' is not a network output (" +
+                           names + ")");
+  }
+  p.source_ = source->name;
+  if (source->type != DataType::kFp32) {
+    return InvalidArgument("network output '" + source->name + "' is " +
+                           std::string(DataTypeName(source->type)) +
+                           ": post-processing reads FP32");
+  }
+  if (config.kind == Kind::kDetect && source->shape.size() != 3) {
+    return InvalidArgument("network output '" + source->name + "' has shape " +
+                           ShapeToString(source->shape) +
+                           ": detection reads [batch, boxes, 5+classes] (YOLOv5) or [batch, "
+                           "4+classes, boxes] (YOLOv8)");
+  }
+  if (!config.labels.empty()) {
+    MMS_ASSIGN_OR_RETURN(std::string text, ReadFileBounded(config.labels, kMaxLabelsBytes));
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
+      std::string line = text.substr(at, end - at);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      p.labels_.push_back(std::move(line));
+      at = end + 1;
+    }
+  }
+  const bool labels = !p.labels_.empty();
+  if (config.kind == Kind::kDetect) {
+    p.outputs_ = {{"BOXES", DataType::kFp32, {-1, 4}},
+                  {"SCORES", DataType::kFp32, {-1}},
+                  {"CLASSES", DataType::kInt64, {-1}}};
+    if (labels) p.outputs_.push_back({"LABELS", DataType::kBytes, {-1}});
+  } else if (config.top_k > 0) {
+    const int64_t k = config.top_k;
+    p.outputs_ = {{"SCORES", DataType::kFp32, {-1, k}}, {"CLASSES", DataType::kInt64, {-1, k}}};
+    if (labels) p.outputs_.push_back({"LABELS", DataType::kBytes, {-1, k}});
+  } else {
+    p.outputs_ = {*source};
+  }
+  return p;
+}
+
+std::string ImagePostprocessor::Label(int64_t class_id) const {
+  return class_id >= 0 && static_cast<size_t>(class_id) < labels_.size()
+             ? labels_[static_cast<size_t>(class_id)]
+             : std::to_string(class_id);
+}
+
+Status ImagePostprocessor::Run(InferResponse& response,
+                               std::span<const ImageTransform> transforms) const {
+  const Tensor* source = nullptr;
+  for (const auto& t : response.outputs) {
+    if (t.name() == source_) source = &t;
+  }
+  if (!source || source->type() != DataType::kFp32 || source->shape().empty() ||
+      source->shape()[0] != static_cast<int64_t>(transforms.size())) {
+    return Internal("the network's output '" + source_ + "' is missing or has " +
+                    (source ? ShapeToString(source->shape()) : std::string("no shape")) + " for " +
+                    std::to_string(transforms.size()) + " images");
+  }
+  InferResponse out;
+  out.model_version = response.model_version;
+  out.parameters = std::move(response.parameters);
+  const Status status =
+      detects() ? Detect(*source, transforms.front(), out) : Classify(*source, out);
+  if (!status.ok()) return status;
+  response.outputs = std::move(out.outputs);
+  response.parameters = std::move(out.parameters);
+  return Status::Ok();
+}
+
+Status ImagePostprocessor::Classify(const Tensor& scores, InferResponse& out) const {
+  const int64_t rows = scores.shape()[0];
+  std::vector<float> values = Floats(scores);
+  const size_t width = rows > 0 ? values.size() / static_cast<size_t>(rows) : 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    Activate(config_.activation, std::span<float>(values).subspan(r * width, width));
+  }
+  if (config_.top_k == 0) {
+    out.outputs.push_back(Make(scores.name(), DataType::kFp32, scores.shape(), values));
+    return Status::Ok();
+  }
+  const size_t k = std::min<size_t>(static_cast<size_t>(config_.top_k), width);
+  std::vector<float> top_scores;
+  std::vector<int64_t> top_classes;
+  std::string labels;
+  std::vector<size_t> order(width);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::iota(order.begin(), order.end(), 0);
+    const float* row = values.data() + r * width;
+    // Highest score first; the lower class first among equal scores.
+    std::partial_sort(
+        order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+        [row](size_t a, size_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    for (size_t i = 0; i < static_cast<size_t>(config_.top_k); ++i) {
+      const bool real = i < k;  // a network with fewer classes than top_k pads with -1
+      top_scores.push_back(real ? row[order[i]] : 0.0f);
+      top_classes.push_back(real ? static_cast<int64_t>(order[i]) : -1);
+      if (!labels_.empty()) Tensor::AppendBytesElement(labels, real ? Label(order[i]) : "");
+    }
+  }
+  const Shape shape{rows, config_.top_k};
+  out.outputs.push_back(Make("SCORES", DataType::kFp32, shape, top_scores));
+  out.outputs.push_back(Make("CLASSES", DataType::kInt64, shape, top_classes));
+  if (!labels_.empty()) out.outputs.emplace_back("LABELS", DataType::kBytes, shape, labels);
+  return Status::Ok();
+}
+
+Status ImagePostprocessor::Detect(const Tensor& raw, const ImageTransform& t,
+                                  InferResponse& out) const {
+  const Shape& s = raw.shape();
+  if (s.size() != 3) return Internal("detection output of shape " + ShapeToString(s));
+  // YOLOv5: [1, boxes, 5 + C] with an objectness; YOLOv8: [1, 4 + C, boxes] without.
+  const bool v8 =
+      config_.format == Format::kYoloV8 || (config_.format == Format::kAuto && s[1] < s[2]);
+  const int64_t boxes = v8 ? s[2] : s[1], attributes = v8 ? s[1] : s[2];
+  const int64_t classes = attributes - (v8 ? 4 : 5);
+  if (classes < 1) {
+    return Internal("detection output of shape " + ShapeToString(s) + " holds no class scores (" +
+                    (v8 ? "YOLOv8" : "YOLOv5") + " layout)");
+  }
+  const std::vector<float> v = Floats(raw);
+  const auto at = [&](int64_t box, int64_t attribute) {
+    return v[static_cast<size_t>(v8 ? attribute * boxes + box : box * attributes + attribute)];
+  };
+  std::vector<cv::Rect2d> rects, shifted;
+  std::vector<float> scores;
+  std::vector<int64_t> ids;
+  double extent = 0;
+  for (int64_t b = 0; b < boxes; ++b) {
+    const int64_t first = v8 ? 4 : 5;
+    int64_t best = 0;
+    for (int64_t c = 1; c < classes; ++c) {
+      if (at(b, first + c) > at(b, first + best)) best = c;
+    }
+    const float score = at(b, first + best) * (v8 ? 1.0f : at(b, 4));
+    if (!(score >= config_.score_threshold)) continue;
+    const double cx = at(b, 0), cy = at(b, 1), w = at(b, 2), h = at(b, 3);
+    if (!std::isfinite(cx) || !std::isfinite(cy) || !(w >= 0) || !(h >= 0) || !std::isfinite(w) ||
+        !std::isfinite(h)) {
+      continue;
+    }
+    rects.emplace_back(cx - w / 2, cy - h / 2, w, h);
+    scores.push_back(score);
+    ids.push_back(best);
+    extent = std::max({extent, std::abs(cx) + w, std::abs(cy) + h});
+  }
+  // Class-aware NMS as one call: each class's boxes moved apart so that no two classes overlap.
+  shifted = rects;
+  if (config_.class_aware) {
+    for (size_t i = 0; i < shifted.size(); ++i) {
+      const double shift = static_cast<double>(ids[i]) * (2 * extent + 1);
+      shifted[i].x += shift;
+      shifted[i].y += shift;
+    }
+  }
+  std::vector<int> keep;
+  // NMSBoxes' own top_k bounds the candidates before suppression, not the detections after.
+  cv::dnn::NMSBoxes(shifted, scores, static_cast<float>(config_.score_threshold),
+                    static_cast<float>(config_.iou_threshold), keep);
+  if (keep.size() > static_cast<size_t>(config_.max_detections)) {
+    keep.resize(static_cast<size_t>(config_.max_detections));
+  }
+  std::vector<float> box_values, kept_scores;
+  std::vector<int64_t> kept_ids;
+  std::string labels;
+  // Into the original image's pixels, inside it (a limit of 0: no image, raw tensors).
+  const auto back = [](double v, double offset, double scale, int64_t limit) {
+    const double x = (v - offset) / scale;
+    return static_cast<float>(limit > 0 ? std::clamp(x, 0.0, static_cast<double>(limit)) : x);
+  };
+  for (int i : keep) {
+    const cv::Rect2d& r = rects[static_cast<size_t>(i)];
+    box_values.push_back(back(r.x, t.offset_x, t.scale_x, t.width));
+    box_values.push_back(back(r.y, t.offset_y, t.scale_y, t.height));
+    box_values.push_back(back(r.x + r.width, t.offset_x, t.scale_x, t.width));
+    box_values.push_back(back(r.y + r.height, t.offset_y, t.scale_y, t.height));
+    kept_scores.push_back(scores[static_cast<size_t>(i)]);
+    kept_ids.push_back(ids[static_cast<size_t>(i)]);
+    if (!labels_.empty()) Tensor::AppendBytesElement(labels, Label(kept_ids.back()));
+  }
+  const int64_t n = static_cast<int64_t>(keep.size());
+  out.outputs.push_back(Make("BOXES", DataType::kFp32, {n, 4}, box_values));
+  out.outputs.push_back(Make("SCORES", DataType::kFp32, {n}, kept_scores));
+  out.outputs.push_back(Make("CLASSES", DataType::kInt64, {n}, kept_ids));
+  if (!labels_.empty()) out.outputs.emplace_back("LABELS", DataType::kBytes, Shape{n}, labels);
+  return Status::Ok();
+}
+
+}  // namespace mmserve

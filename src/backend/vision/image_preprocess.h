@@ -1,0 +1,55 @@
+// ImagePreprocessor: an encoded image in, one row of a network's input tensor out — decode,
+// resize (exact, short side, letterbox), centre crop, colour order, (pixel - mean) / std x scale,
+// layout (NCHW/NHWC) and datatype (FP32/FP16/UINT8/INT8), all with OpenCV (imgcodecs, imgproc).
+// Fixed at load against the network input it feeds: sizes the config leaves out come from that
+// input's shape, and what cannot fit it is refused then, not per request.
+//
+// Thread-safe: Run() is const and keeps no state between calls.
+#pragma once
+
+#include <string_view>
+
+#include "backend/backend.h"
+#include "config/vision_config.h"
+
+namespace mmserve {
+
+// Where a pixel of the network's input came from in the original image:
+// original_x = (network_x - offset_x) / scale_x, and the same for y.
+struct ImageTransform {
+  double scale_x = 1, scale_y = 1, offset_x = 0, offset_y = 0;
+  int64_t width = 0, height = 0;  // of the original image
+};
+
+class ImagePreprocessor {
+ public:
+  // `input` is the network input the images feed (its first dimension is the batch).
+  static Result<ImagePreprocessor> Create(const PreprocessConfig& config, const TensorSpec& input);
+
+  // The shape of one image's row (the network input's shape without the batch dimension), and
+  // the datatype and bytes of that row.
+  const Shape& row_shape() const { return row_shape_; }
+  DataType type() const { return type_; }
+  size_t row_bytes() const { return row_bytes_; }
+  int width() const { return width_; }
+  int height() const { return height_; }
+
+  // Decodes `encoded` and writes its row into `dst` (row_bytes() bytes). An error says what is
+  // wrong with the image (InvalidArgument); the caller names the input.
+  Result<ImageTransform> Run(std::string_view encoded, char* dst) const;
+
+ private:
+  ImagePreprocessor() = default;
+
+  PreprocessConfig config_;
+  Shape row_shape_;
+  DataType type_ = DataType::kFp32;
+  size_t row_bytes_ = 0;
+  int width_ = 0, height_ = 0, channels_ = 3;
+  bool nchw_ = true;
+  int interpolation_ = 1;
+  // value = pixel x alpha[c] + beta[c]: (pixel - mean) / std x scale, per channel.
+  double alpha_[3] = {1, 1, 1}, beta_[3] = {0, 0, 0};
+};
+
+}  // namespace mmserve

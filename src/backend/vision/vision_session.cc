@@ -1,0 +1,221 @@
+#include "backend/vision/vision_session.h"
+
+#include <atomic>
+#include <opencv2/imgcodecs.hpp>
+#include <optional>
+
+#include "backend/vision/image_postprocess.h"
+#include "backend/vision/image_preprocess.h"
+
+namespace mmserve {
+namespace {
+
+class VisionSession;
+
+class VisionInstance final : public Instance {
+ public:
+  VisionInstance(const VisionSession& session, std::unique_ptr<Instance> network)
+      : session_(session), network_(std::move(network)) {}
+  Status Execute(Execution& execution) override;
+  bool Abort() override { return network_->Abort(); }
+  void Park() override { network_->Park(); }
+
+ private:
+  const VisionSession& session_;
+  std::unique_ptr<Instance> network_;
+};
+
+class VisionSession final : public Session {
+ public:
+  VisionSession(std::unique_ptr<Session> network, std::optional<ImagePreprocessor> pre,
+                std::optional<ImagePostprocessor> post, std::string image_input)
+      : network_(std::move(network)),
+        pre_(std::move(pre)),
+        post_(std::move(post)),
+        image_input_(std::move(image_input)) {
+    signature_ = network_->signature();
+    if (pre_) {
+      for (TensorSpec& in : signature_.inputs) {
+        if (in.name == image_input_) in = {kImageInput, DataType::kBytes, {-1}, false};
+      }
+    }
+    if (post_) signature_.outputs = post_->outputs();
+  }
+
+  const ModelSignature& signature() const override { return signature_; }
+  int64_t resident_bytes() const override { return network_->resident_bytes(); }
+  Result<std::unique_ptr<Instance>> CreateInstance(int index) override {
+    MMS_ASSIGN_OR_RETURN(std::unique_ptr<Instance> network, network_->CreateInstance(index));
+    return std::unique_ptr<Instance>(std::make_unique<VisionInstance>(*this, std::move(network)));
+  }
+  void Interrupt() override { network_->Interrupt(); }
+  std::vector<int> batch_tiers() const override { return network_->batch_tiers(); }
+  std::map<std::string, int64_t> counters() const override {
+    auto counters = network_->counters();
+    counters["images"] = images_.load();
+    return counters;
+  }
+  bool executes_inline() const override { return network_->executes_inline(); }
+  int default_warmup() const override { return network_->default_warmup(); }
+  // Images: `rows` mid-grey PNGs of the network's size, through every stage.
+  std::unique_ptr<InferRequest> WarmupRequest(int rows) const override {
+    auto request = network_->WarmupRequest(rows);
+    if (!request || !pre_) return request;
+    std::vector<uint8_t> png;
+    const cv::Mat grey(pre_->height(), pre_->width(), CV_8UC3, cv::Scalar::all(128));
+    if (!cv::imencode(".png", grey, png)) return nullptr;
+    std::string images;
+    for (int i = 0; i < rows; ++i) {
+      Tensor::AppendBytesElement(
+          images, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
+    }
+    std::erase_if(request->inputs, [&](const Tensor& t) { return t.name() == image_input_; });
+    request->inputs.emplace_back(kImageInput, DataType::kBytes, Shape{rows}, std::move(images));
+    return request;
+  }
+
+  // The network's request for `request`, and where each of its rows came from.
+  Status Prepare(const InferRequest& request, InferRequest& network,
+                 std::vector<ImageTransform>& transforms) const;
+  Status Finish(InferResponse& response, const std::vector<ImageTransform>& transforms) const {
+    return post_ ? post_->Run(response, transforms) : Status::Ok();
+  }
+  Session& network() const { return *network_; }
+
+ private:
+  const std::unique_ptr<Session> network_;
+  const std::optional<ImagePreprocessor> pre_;
+  const std::optional<ImagePostprocessor> post_;
+  const std::string image_input_;  // the network input the images feed
+  ModelSignature signature_;
+  mutable std::atomic<int64_t> images_{0};
+};
+
+Status VisionSession::Prepare(const InferRequest& request, InferRequest& network,
+                              std::vector<ImageTransform>& transforms) const {
+  network.id = request.id;
+  network.model_name = request.model_name;
+  network.parameters = request.parameters;
+  network.deadline = request.deadline;
+  network.arrival = request.arrival;
+  if (!pre_) {
+    network.inputs = request.inputs;
+    const int64_t rows = request.inputs.empty() || request.inputs[0].shape().empty()
+                             ? 1
+                             : request.inputs[0].shape()[0];
+    transforms.assign(static_cast<size_t>(std::max<int64_t>(rows, 0)), ImageTransform{});
+    return Status::Ok();
+  }
+  for (const Tensor& t : request.inputs) {
+    if (t.name() != kImageInput) network.inputs.push_back(t);
+  }
+  const Tensor* image = request.input(kImageInput);
+  if (!image || image->type() != DataType::kBytes || !image->Validate().ok()) {
+    return InvalidArgument("input '" + std::string(kImageInput) +
+                           "' is required: BYTES, one encoded image per element");
+  }
+  const auto encoded = image->BytesElements();
+  if (encoded.empty()) {
+    return InvalidArgument("input '" + std::string(kImageInput) + "' holds no image");
+  }
+  if (post_ && post_->detects() && encoded.size() != 1) {
+    return InvalidArgument("input '" + std::string(kImageInput) + "' holds " +
+                           std::to_string(encoded.size()) +
+                           " images; a detector takes one image per request");
+  }
+  Shape shape{static_cast<int64_t>(encoded.size())};
+  shape.insert(shape.end(), pre_->row_shape().begin(), pre_->row_shape().end());
+  std::string data(encoded.size() * pre_->row_bytes(), '\0');
+  transforms.clear();
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    auto t = pre_->Run(encoded[i], data.data() + i * pre_->row_bytes());
+    if (!t.ok()) {
+      const std::string which = encoded.size() == 1 ? "" : " element " + std::to_string(i);
+      return InvalidArgument("input '" + std::string(kImageInput) + "'" + which + ": " +
+                             std::string(t.status().message()));
+    }
+    transforms.push_back(*t);
+  }
+  images_.fetch_add(static_cast<int64_t>(encoded.size()));
+  network.inputs.emplace_back(image_input_, pre_->type(), std::move(shape), std::move(data));
+  return Status::Ok();
+}
+
+Status VisionInstance::Execute(Execution& execution) {
+  execution.set_stage(Stage::kPreprocess);
+  const size_t n = execution.items.size();
+  std::vector<InferRequest> requests(n);
+  std::vector<std::vector<ImageTransform>> transforms(n);
+  std::vector<size_t> runnable;
+  for (size_t i = 0; i < n; ++i) {
+    BatchItem& item = execution.items[i];
+    const Status status = session_.Prepare(*item.request, requests[i], transforms[i]);
+    if (!status.ok()) {
+      item.result = status;
+      continue;
+    }
+    runnable.push_back(i);
+  }
+  if (runnable.empty()) return Status::Ok();
+  std::vector<BatchItem> inner(runnable.size(), BatchItem{nullptr});
+  for (size_t k = 0; k < runnable.size(); ++k) inner[k].request = &requests[runnable[k]];
+  Execution network_execution{.items = BatchView(inner), .tier = execution.tier};
+  execution.set_stage(Stage::kExecute);
+  network_->set_yield_point(yield_point());
+  MMS_RETURN_IF_ERROR(network_->Execute(network_execution));
+  execution.set_stage(Stage::kPostprocess);
+  for (size_t k = 0; k < runnable.size(); ++k) {
+    Result<InferResponse> result = std::move(inner[k].result);
+    if (result.ok()) {
+      if (Status s = session_.Finish(*result, transforms[runnable[k]]); !s.ok()) result = s;
+    }
+    execution.items[runnable[k]].result = std::move(result);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Session>> WithImageStages(std::unique_ptr<Session> network,
+                                                 const ModelConfig& model) {
+  if (network->style() != ExecutionStyle::kBatch) {
+    return InvalidArgument("preprocess and postprocess apply to tensor models, not to " +
+                           model.backend + "'s " + model.task);
+  }
+  const ModelSignature& s = network->signature();
+  std::optional<ImagePreprocessor> pre;
+  std::string image_input;
+  if (model.preprocess) {
+    const TensorSpec* input = nullptr;
+    std::string names;
+    for (const TensorSpec& in : s.inputs) {
+      names += (names.empty() ? "" : ", ") + in.name;
+      if (model.preprocess->input.empty() ? s.inputs.size() == 1
+                                          : in.name == model.preprocess->input) {
+        input = &in;
+      }
+    }
+    if (!input) {
+      return InvalidArgument(model.preprocess->input.empty()
+                                 ? "the network has " + std::to_string(s.inputs.size()) +
+                                       " inputs (" + names +
+                                       "): name the image's with preprocess.input"
+                                 : "preprocess.input '" + model.preprocess->input +
+                                       "' is not a network input (" + names + ")");
+    }
+    image_input = input->name;
+    auto created = ImagePreprocessor::Create(*model.preprocess, *input);
+    if (!created.ok()) return created.status();
+    pre = std::move(*created);
+  }
+  std::optional<ImagePostprocessor> post;
+  if (model.postprocess) {
+    auto created = ImagePostprocessor::Create(*model.postprocess, s.outputs);
+    if (!created.ok()) return created.status();
+    post = std::move(*created);
+  }
+  return std::unique_ptr<Session>(std::make_unique<VisionSession>(
+      std::move(network), std::move(pre), std::move(post), std::move(image_input)));
+}
+
+}  // namespace mmserve

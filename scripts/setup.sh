@@ -24,8 +24,8 @@ APT_PACKAGES=(
 )
 # Only the tests need these: the Python gRPC client, promtool (checks /metrics), and clang with
 # its runtime libraries for the libFuzzer harnesses (scripts/fuzz.sh), and OpenCV's
-# Python module (the reference outputs vision tests compare against).
-TEST_PACKAGES=(python3-grpcio python3-protobuf prometheus clang-14 libclang-rt-14-dev python3-opencv)
+# Python module and its sample photos (the references and inputs of the vision tests).
+TEST_PACKAGES=(python3-grpcio python3-protobuf prometheus clang-14 libclang-rt-14-dev python3-opencv opencv-doc)
 
 install_packages() {
   local missing=() wanted=("${APT_PACKAGES[@]}")

@@ -5,11 +5,13 @@ mmserve's tests, demo and benchmarks need no download.
   classifier-tiny.onnx  images [N,3,32,32] -> logits [N,10]: Conv 3x3 (8) + ReLU, global average
                         pool, Gemm (10). Random weights, seed 7.
   classifier-b4-tiny.onnx  the same network exported with a fixed batch: images [4,3,32,32].
-  detector-tiny.onnx    images [N,3,64,64] -> output0 [N,16,8] (YOLOv5 layout: 16 boxes of
+  detector-tiny.onnx    images [N,3,64,64] (RGB, pixel values 0..255, as the template's compact
+                        preprocess makes them) -> output0 [N,16,8] (YOLOv5 layout: 16 boxes of
                         cx, cy, w, h, objectness, 3 class scores), computed from the input: a
                         4x4 grid of 16-pixel cells; each cell's box is centred on the cell, its
-                        width 8 + 48 x (the cell's mean blue), its height 8 + 48 x (mean green),
-                        its objectness the mean red, and class c's score the mean of channel c.
+                        width 8 + 48 x (the cell's mean blue / 255), its height 8 + 48 x (mean
+                        green / 255), its objectness the mean red / 255, and class c's score the
+                        mean of channel c / 255.
   detector-v8-tiny.onnx the same boxes in YOLOv8's layout, output0 [N,7,16] (cx, cy, w, h and
                         the class scores, no objectness).
   unsupported-tiny.onnx a Clip with min and max as inputs (opset 13), which OpenCV 4.6's importer
@@ -62,7 +64,7 @@ def classifier(path, batch="N"):
 
 def detector(path, v8):
     # Per cell of a 4x4 grid over 64x64 pixels: a 1x1 convolution of the cell's mean colour
-    # (RGB, in [0, 1] after pre-processing) plus a constant per position.
+    # (RGB, 0..255) plus a constant per position.
     channels = ["cx", "cy", "w", "h"] + ([] if v8 else ["obj"]) + ["c0", "c1", "c2"]
     k = len(channels)
     weight = np.zeros((k, 3, 1, 1), np.float32)
@@ -75,15 +77,15 @@ def detector(path, v8):
         elif name == "cy":
             position[i] = centres[:, None]
         elif name == "w":
-            weight[i, 2] = 48
+            weight[i, 2] = 48 / 255
             bias[i] = 8
         elif name == "h":
-            weight[i, 1] = 48
+            weight[i, 1] = 48 / 255
             bias[i] = 8
         elif name == "obj":
-            weight[i, 0] = 1
+            weight[i, 0] = 1 / 255
         else:
-            weight[i, int(name[1])] = 1
+            weight[i, int(name[1])] = 1 / 255
     # The grid is added last, to the flat [N, ...] rows: OpenCV 4.6 fuses a constant added
     # right after a convolution into its bias (and fails), and broadcasts no batch-1 constant
     # against a larger batch in an elementwise layer.

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "testing/grpc_python.h"
 #include "testing/http_client.h"
 #include "testing/models.h"
 #include "testing/server_process.h"
@@ -22,28 +23,10 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-int GrpcPort(const std::string& log) {
-  std::smatch m;
-  static const std::regex kGrpc(R"(grpc listening on [0-9.]+:([0-9]+))");
-  return std::regex_search(log, m, kGrpc) ? std::stoi(m[1].str()) : 0;
-}
+using testing::GrpcPort;
 
-// Runs the Python client against `port` with `args` (an API key, or a mode and its arguments);
-// its JSON line.
 json RunClient(const testing::TempDir& dir, int port, const std::string& args = "") {
-  const std::string source = MMSERVE_SOURCE_DIR;
-  const std::string stubs = (dir.path() / "stubs").string();
-  auto [rc, out] = testing::RunShell("mkdir -p " + stubs + " && protoc -I " + source +
-                         "/src/server/grpc --python_out=" + stubs + " --grpc_python_out=" + stubs +
-                         " --plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin "
-                         "grpc_service.proto 2>&1 && /usr/bin/python3 " + source +
-                         "/tests/integration/clients/grpc_client.py " + std::to_string(port) +
-                         " " + stubs + " " + args + " 2>&1");
-  EXPECT_EQ(rc, 0) << out;
-  const size_t start = out.find('{');
-  json seen = json::parse(start == std::string::npos ? out : out.substr(start), nullptr, false);
-  EXPECT_FALSE(seen.is_discarded()) << out;
-  return seen;
+  return testing::RunGrpcClient(dir, port, args);
 }
 
 TEST(GrpcTest, PythonClientInfersStreamsAndReadsMetadata) {

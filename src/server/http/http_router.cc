@@ -1,6 +1,8 @@
 #include "server/http/http_router.h"
 
+#include <cctype>
 #include <charconv>
+#include <map>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -8,6 +10,7 @@
 #include <boost/container/small_vector.hpp>
 #include <nlohmann/json.hpp>
 
+#include "backend/vision/image_header.h"
 #include "common/json.h"
 #include "server/http/json_codec.h"
 #include "server/http/openai_api.h"
@@ -103,6 +106,36 @@ json ModelStats(const ModelInfo& info) {
   }
   out["mmserve"] = mms;
   return out;
+}
+
+// An image body (Content-Type: image/*) for `model`: a served format whose bytes agree with the
+// type, and a model whose one input takes encoded images (BYTES: a `preprocess:` model).
+Status CheckImageBody(const std::string& content_type, std::string_view body,
+                      const ModelDescription& model) {
+  const auto& inputs = model.signature.inputs;
+  if (inputs.size() != 1 || inputs[0].type != DataType::kBytes) {
+    return InvalidArgument("Content-Type " + content_type + ": model '" + model.config().name +
+                           "' takes no single encoded image (a model with preprocess: takes "
+                           "one, as its input IMAGE)");
+  }
+  const std::string type = content_type.substr(0, content_type.find(';'));
+  static const std::map<std::string, ImageFormat> kTypes = {
+      {"image/jpeg", ImageFormat::kJpeg}, {"image/jpg", ImageFormat::kJpeg},
+      {"image/png", ImageFormat::kPng},   {"image/bmp", ImageFormat::kBmp},
+      {"image/x-ms-bmp", ImageFormat::kBmp}, {"image/webp", ImageFormat::kWebp}};
+  const std::string input = "input '" + inputs[0].name + "': ";
+  auto it = kTypes.find(type);
+  if (it == kTypes.end()) {
+    return InvalidArgument(input + "Content-Type " + type +
+                           " is not served (image/jpeg, image/png, image/bmp, image/webp)");
+  }
+  auto header = ReadImageHeader(body);
+  if (!header.ok()) return InvalidArgument(input + std::string(header.status().message()));
+  if (header->format != it->second) {
+    return InvalidArgument(input + "Content-Type " + type + ", but the body is a " +
+                           std::string(ImageFormatName(header->format)) + " image");
+  }
+  return Status::Ok();
 }
 
 // The Inference-Header-Content-Length header (the binary tensor extension): nullopt without it.
@@ -329,15 +362,25 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
   // A body of raw bytes only: its layout is the model's one input, of the version that will
   // serve the request (routed once, here).
   std::optional<ModelDescription> raw_target;
+  // Content-Type: image/*: the body is one encoded image for the model's one (image) input.
+  std::string content_type;
+  if (auto it = request.find(http::field::content_type); it != request.end()) {
+    content_type = std::string(it->value());
+    for (char& c : content_type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  const bool image = content_type.starts_with("image/");
   Result<ParsedInferRequest> parsed = [&]() -> Result<ParsedInferRequest> {
-    if (*header_length != 0u) return ParseInferRequest(request.body(), *header_length);
+    if (*header_length != 0u && !image) return ParseInferRequest(request.body(), *header_length);
     auto described = service_.Describe(ref);
     if (!described.ok()) return described.status();
     if (described->signature.inputs.empty()) {
       return Unavailable("model '" + name + "' is not ready");
     }
+    if (image) MMS_RETURN_IF_ERROR(CheckImageBody(content_type, request.body(), *described));
     raw_target = *described;
-    return ParseRawInferRequest(std::move(request.body()), described->signature);
+    auto raw = ParseRawInferRequest(std::move(request.body()), described->signature);
+    if (raw.ok() && image) raw->response.raw = false;  // a JSON answer, as to a JSON request
+    return raw;
   }();
   if (!parsed.ok()) return reply(ErrorResponse(parsed.status(), v, ka));
 

@@ -5,6 +5,8 @@ Usage: grpc_client.py PORT STUBS_DIR          (the RAG trio and an identity mode
        grpc_client.py PORT STUBS_DIR API_KEY  (only the key checks, against "echo")
        grpc_client.py PORT STUBS_DIR hostile BAD_GGUF
                       (issue #18's gRPC reproductions against "slow" (max_in_flight 2), "llm")
+       grpc_client.py PORT STUBS_DIR vision MODEL IMAGE...
+                      (each image file as the model's IMAGE input; its outputs by file)
 """
 import json
 import struct
@@ -89,9 +91,28 @@ def hostile_checks(stub, bad_gguf):
     print(json.dumps(seen))
 
 
+def vision(stub, model, paths):
+    seen = {}
+    for path in paths:
+        req = pb.ModelInferRequest(model_name=model)
+        t = req.inputs.add(name="IMAGE", datatype="BYTES", shape=[1])
+        with open(path, "rb") as f:
+            t.contents.bytes_contents.append(f.read())
+        res = stub.ModelInfer(req)
+        outputs = {}
+        for out, raw in zip(res.outputs, res.raw_output_contents):
+            dtype = {"FP32": "<f4", "INT64": "<i8"}.get(out.datatype)
+            outputs[out.name] = (np.frombuffer(raw, dtype=dtype).tolist() if dtype
+                                 else bytes_elements(raw))
+        seen[path] = outputs
+    print(json.dumps(seen))
+
+
 def main():
     channel = grpc.insecure_channel(f"127.0.0.1:{sys.argv[1]}")
     stub = pb_grpc.GRPCInferenceServiceStub(channel)
+    if len(sys.argv) > 5 and sys.argv[3] == "vision":
+        return vision(stub, sys.argv[4], sys.argv[5:])
     if len(sys.argv) > 4 and sys.argv[3] == "hostile":
         return hostile_checks(stub, sys.argv[4])
     if len(sys.argv) > 3:

@@ -1,0 +1,250 @@
+// Vision models end to end, through the real binary on 127.0.0.1: the template's detector entry
+// (resize_256_center_crop, nms_threshold_0.45) with a generated ONNX detector in place of the
+// OM, and a classifier with the map form; real photos (opencv-doc's samples) over REST (binary
+// tensors and Content-Type: image/jpeg) and gRPC, compared with the Python reference (OpenCV's
+// bindings: the network and NMSBoxes); bad images answered 400 with the server unaffected.
+#include <cstring>
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "testing/grpc_python.h"
+#include "testing/http_client.h"
+#include "testing/models.h"
+#include "testing/server_process.h"
+#include "testing/test_util.h"
+
+namespace mmserve {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+const char* const kPhotos[] = {"fruits.jpg", "baboon.jpg", "squirrel_cls.jpg", "home.jpg"};
+
+std::string Photo(const std::string& name) {
+  return "/usr/share/doc/opencv-doc/examples/data/" + name;
+}
+
+// The detections of one image: boxes (x1, y1, x2, y2), scores and classes, flat.
+struct Detections {
+  std::vector<double> boxes, scores;
+  std::vector<int64_t> classes;
+};
+
+std::vector<double> ReadF32(const std::string& path) {
+  const std::string bytes = testing::ReadFile(path);
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return {v.begin(), v.end()};
+}
+
+std::vector<int64_t> ReadI64(const std::string& path) {
+  const std::string bytes = testing::ReadFile(path);
+  std::vector<int64_t> v(bytes.size() / 8);
+  std::memcpy(v.data(), bytes.data(), v.size() * 8);
+  return v;
+}
+
+void ExpectSame(const Detections& got, const Detections& want, const std::string& what) {
+  ASSERT_EQ(got.classes, want.classes) << what;
+  ASSERT_EQ(got.boxes.size(), want.boxes.size()) << what;
+  for (size_t i = 0; i < want.boxes.size(); ++i) {
+    EXPECT_NEAR(got.boxes[i], want.boxes[i], std::max(1e-3, 1e-4 * std::abs(want.boxes[i])))
+        << what << " box value " << i;
+  }
+  for (size_t i = 0; i < want.scores.size(); ++i) {
+    EXPECT_NEAR(got.scores[i], want.scores[i], 1e-4) << what << " score " << i;
+  }
+}
+
+Detections FromJson(const json& outputs) {
+  Detections d;
+  for (const auto& o : outputs) {
+    if (o["name"] == "BOXES") d.boxes = o["data"].get<std::vector<double>>();
+    if (o["name"] == "SCORES") d.scores = o["data"].get<std::vector<double>>();
+    if (o["name"] == "CLASSES") d.classes = o["data"].get<std::vector<int64_t>>();
+  }
+  return d;
+}
+
+class VisionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* photo : kPhotos) {
+      ASSERT_TRUE(std::filesystem::exists(Photo(photo)))
+          << Photo(photo) << " is missing: scripts/setup.sh --with-reference-tools installs "
+          << "opencv-doc";
+    }
+    dir_.Write("labels.txt", "zero\none\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n");
+    const std::string yaml = "global:\n  device: 0\n  memory_pool: 1024\n  thread_num: 8\n"
+                             "  grpc_port: 0\nmodels:\n"
+                             // The template's entry, verbatim but for the path and the deadline
+                             // (a loaded test machine).
+                             "  - name: person_det\n    path: " +
+                             testing::GeneratedModel("detector-tiny.onnx") +
+                             "\n    device_id: 0\n    batch_size: 1\n    max_batch: 8\n"
+                             "    dynamic_batch: true\n    preprocess: resize_256_center_crop\n"
+                             "    postprocess: nms_threshold_0.45\n    timeout_ms: 5000\n"
+                             "    priority: high\n    thread_num: 2\n"
+                             "  - name: classifier\n    path: " +
+                             testing::GeneratedModel("classifier-tiny.onnx") +
+                             "\n    max_batch: 8\n"
+                             "    preprocess: {resize: {width: 32, height: 32},\n"
+                             "                 scale: 0.00392156862745098}\n"
+                             "    postprocess: {softmax: true, top_k: 3, labels: labels.txt}\n";
+    server_ = std::make_unique<testing::ServerProcess>(
+        std::vector<std::string>{"serve", dir_.Write("models.yaml", yaml).string(), "--port", "0",
+                                 "--lock-dir", (dir_.path() / "locks").string()},
+        dir_.path() / "server.log");
+    ASSERT_TRUE(server_->Start()) << server_->Log();
+    client_ = std::make_unique<testing::HttpClient>(server_->port());
+  }
+
+  // The Python reference's detections of `photo` by the template's person_det.
+  Detections Reference(const std::string& photo) {
+    const std::string out = (dir_.path() / ("ref-" + photo)).string();
+    json cases = json::array({{{"kind", "detect"},
+                               {"image", Photo(photo)},
+                               {"model", testing::GeneratedModel("detector-tiny.onnx")},
+                               {"out", out},
+                               {"resize", "short_side"},
+                               {"short_side", 256},
+                               {"crop", {64, 64}},
+                               {"format", "yolov5"},
+                               {"score_threshold", 0.25},
+                               {"iou_threshold", 0.45},
+                               {"class_aware", true},
+                               {"max_detections", 100}}});
+    auto [code, log] = testing::RunShell(
+        "/usr/bin/python3 " + std::string(MMSERVE_SOURCE_DIR) +
+        "/tests/testing/vision_reference.py " + dir_.Write("cases.json", cases.dump()).string() +
+        " 2>&1");
+    EXPECT_EQ(code, 0) << log;
+    return {ReadF32(out + ".boxes"), ReadF32(out + ".scores"), ReadI64(out + ".classes")};
+  }
+
+  // person_det's answer to `image` sent as a binary BYTES tensor.
+  testing::HttpResult InferBinary(const std::string& model, const std::string& image) {
+    const std::string header =
+        json{{"inputs", {{{"name", "IMAGE"}, {"datatype", "BYTES"}, {"shape", {1}},
+                          {"parameters", {{"binary_data_size", image.size() + 4}}}}}}}
+            .dump();
+    std::string body = header;
+    const uint32_t n = static_cast<uint32_t>(image.size());
+    body.append(reinterpret_cast<const char*>(&n), 4).append(image);
+    return client_->Post("/v2/models/" + model + "/infer", body,
+                         {{"Inference-Header-Content-Length", std::to_string(header.size())}});
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<testing::ServerProcess> server_;
+  std::unique_ptr<testing::HttpClient> client_;
+};
+
+TEST_F(VisionTest, TheTemplatesDetectorAnswersPhotosAsThePythonReferenceOverRestAndGrpc) {
+  std::vector<std::string> paths;
+  for (const char* photo : kPhotos) {
+    SCOPED_TRACE(photo);
+    const Detections want = Reference(photo);
+    EXPECT_FALSE(want.classes.empty());  // the photos are not blank to this detector
+    const std::string jpeg = testing::ReadFile(Photo(photo));
+    auto binary = InferBinary("person_det", jpeg);
+    ASSERT_EQ(binary.status, 200) << binary.body;
+    ExpectSame(FromJson(json::parse(binary.body)["outputs"]), want, "binary tensor");
+    auto body =
+        client_->Post("/v2/models/person_det/infer", jpeg, {{"Content-Type", "image/jpeg"}});
+    ASSERT_EQ(body.status, 200) << body.body;
+    ExpectSame(FromJson(json::parse(body.body)["outputs"]), want, "image/jpeg body");
+    paths.push_back(Photo(photo));
+  }
+  std::string args = "vision person_det";
+  for (const auto& p : paths) args += " " + p;
+  const json grpc = testing::RunGrpcClient(dir_, testing::GrpcPort(server_->Log()), args);
+  for (const char* photo : kPhotos) {
+    const json& o = grpc[Photo(photo)];
+    Detections got{o["BOXES"].get<std::vector<double>>(), o["SCORES"].get<std::vector<double>>(),
+                   o["CLASSES"].get<std::vector<int64_t>>()};
+    ExpectSame(got, Reference(photo), std::string("gRPC ") + photo);
+  }
+}
+
+TEST_F(VisionTest, MetadataShowsThePipelinesSignature) {
+  auto res = client_->Get("/v2/models/person_det");
+  ASSERT_EQ(res.status, 200) << res.body;
+  const json meta = json::parse(res.body);
+  EXPECT_EQ(meta["inputs"], json::parse(R"([{"name":"IMAGE","datatype":"BYTES","shape":[-1]}])"));
+  std::vector<std::string> outputs;
+  for (const auto& o : meta["outputs"]) outputs.push_back(o["name"]);
+  EXPECT_EQ(outputs, (std::vector<std::string>{"BOXES", "SCORES", "CLASSES"}));
+  auto cls = json::parse(client_->Get("/v2/models/classifier").body);
+  EXPECT_EQ(cls["outputs"][2],
+            json::parse(R"({"name":"LABELS","datatype":"BYTES","shape":[-1,3]})"));
+}
+
+TEST_F(VisionTest, AClassifierRanksSeveralImagesOfOneRequestWithLabels) {
+  const std::string a = testing::ReadFile(Photo("fruits.jpg"));
+  const std::string b = testing::ReadFile(Photo("baboon.jpg"));
+  const std::string header =
+      json{{"inputs", {{{"name", "IMAGE"}, {"datatype", "BYTES"}, {"shape", {2}},
+                        {"parameters", {{"binary_data_size", a.size() + b.size() + 8}}}}}}}
+          .dump();
+  std::string body = header;
+  for (const std::string* image : {&a, &b}) {
+    const uint32_t n = static_cast<uint32_t>(image->size());
+    body.append(reinterpret_cast<const char*>(&n), 4).append(*image);
+  }
+  auto res = client_->Post("/v2/models/classifier/infer", body,
+                           {{"Inference-Header-Content-Length", std::to_string(header.size())}});
+  ASSERT_EQ(res.status, 200) << res.body;
+  const json out = json::parse(res.body)["outputs"];
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0]["shape"], json::array({2, 3}));
+  double sum = 0;
+  for (double s : out[0]["data"]) sum += s;
+  EXPECT_GT(sum, 0.0);
+  EXPECT_LE(sum, 2.0 + 1e-6);  // softmax probabilities, three of ten per image
+  const auto classes = out[1]["data"].get<std::vector<int64_t>>();
+  const char* const names[] = {"zero", "one", "two", "three", "four",
+                               "five", "six", "seven", "eight", "nine"};
+  for (size_t i = 0; i < classes.size(); ++i) {
+    EXPECT_EQ(out[2]["data"][i], names[classes[i]]);
+  }
+}
+
+TEST_F(VisionTest, BadImagesAre400NamingTheInputAndTheServerCarriesOn) {
+  const std::string jpeg = testing::ReadFile(Photo("fruits.jpg"));
+  // A 100-megapixel PNG header: refused before anything decodes it.
+  std::string png = "\x89PNG\r\n\x1a\n";
+  png += std::string("\0\0\0\x0dIHDR", 8);
+  for (uint32_t v : {10000u, 10000u}) {
+    for (int i = 3; i >= 0; --i) png.push_back(static_cast<char>(v >> (8 * i)));
+  }
+  png += std::string("\x08\x02\0\0\0", 5) + std::string(64, '\0');
+  std::string zero = png;
+  zero[16] = zero[17] = zero[18] = zero[19] = 0;
+  const std::pair<std::string, std::string> cases[] = {
+      {"undecodable bytes", "this is not an image"},
+      {"truncated JPEG", jpeg.substr(0, jpeg.size() / 2)},
+      {"100 MP image", png},
+      {"zero-size image", zero}};
+  for (const auto& [what, bytes] : cases) {
+    auto res = InferBinary("person_det", bytes);
+    EXPECT_EQ(res.status, 400) << what << ": " << res.body;
+    EXPECT_THAT(res.body, HasSubstr("IMAGE")) << what;
+  }
+  auto gif = client_->Post("/v2/models/person_det/infer", jpeg, {{"Content-Type", "image/gif"}});
+  EXPECT_EQ(gif.status, 400) << gif.body;
+  EXPECT_THAT(gif.body, HasSubstr("image/gif is not served"));
+  auto mislabelled =
+      client_->Post("/v2/models/person_det/infer", jpeg, {{"Content-Type", "image/png"}});
+  EXPECT_EQ(mislabelled.status, 400);
+  EXPECT_THAT(mislabelled.body, HasSubstr("the body is a JPEG image"));
+  EXPECT_EQ(InferBinary("person_det", jpeg).status, 200);  // still serving
+  EXPECT_EQ(client_->Get("/v2/health/ready").status, 200);
+}
+
+}  // namespace
+}  // namespace mmserve

@@ -2,7 +2,7 @@
 # Coverage-guided fuzzing (libFuzzer, clang 14, ASan + UBSan) of every parser that reads hostile
 # bytes: the KServe JSON codec and binary tensors, the HTTP routes with the OpenAI/rerank/TEI
 # parsers, the YAML configuration, durations/integers/UTF-8/JSON depth, the GGUF header check,
-# and the ONNX graph reader.
+# the ONNX graph reader, and the image decoding and pre-processing.
 #
 #   scripts/fuzz.sh [SECONDS_EACH] [FUZZER...]    default: 20 s each, every harness
 #
@@ -17,7 +17,8 @@ cd "$ROOT"
 export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
 SECONDS_EACH="${1:-20}"
 shift || true
-ALL=(json_codec_fuzzer http_router_fuzzer config_fuzzer scalars_fuzzer gguf_fuzzer onnx_graph_fuzzer)
+ALL=(json_codec_fuzzer http_router_fuzzer config_fuzzer scalars_fuzzer gguf_fuzzer onnx_graph_fuzzer
+     image_fuzzer)
 [[ $# -gt 0 ]] && FUZZERS=("$@") || FUZZERS=("${ALL[@]}")
 
 if ! command -v clang++-14 >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "testing/acl_sim.h"
 #include "testing/grpc_python.h"
 #include "testing/http_client.h"
 #include "testing/models.h"
@@ -178,7 +179,7 @@ TEST_F(VisionTest, MetadataShowsThePipelinesSignature) {
   EXPECT_EQ(meta["inputs"], json::parse(R"([{"name":"IMAGE","datatype":"BYTES","shape":[-1]}])"));
   std::vector<std::string> outputs;
   for (const auto& o : meta["outputs"]) outputs.push_back(o["name"]);
-  EXPECT_EQ(outputs, (std::vector<std::string>{"BOXES", "SCORES", "CLASSES"}));
+  EXPECT_EQ(outputs, (std::vector<std::string>{"BOXES", "SCORES", "CLASSES", "IMAGE_INDEX"}));
   auto cls = json::parse(client_->Get("/v2/models/classifier").body);
   EXPECT_EQ(cls["outputs"][2],
             json::parse(R"({"name":"LABELS","datatype":"BYTES","shape":[-1,3]})"));
@@ -244,6 +245,60 @@ TEST_F(VisionTest, BadImagesAre400NamingTheInputAndTheServerCarriesOn) {
   EXPECT_THAT(mislabelled.body, HasSubstr("the body is a JPEG image"));
   EXPECT_EQ(InferBinary("person_det", jpeg).status, 200);  // still serving
   EXPECT_EQ(client_->Get("/v2/health/ready").status, 200);
+}
+
+// The acl backend runs the same stages: an OM-like detector on the simulated device, whose output
+// is known (the simulator's OM computes input x scale + bias over the first values), answers a
+// photo as the Python reference computes it from the same pre-processing.
+TEST(VisionAclTest, AnOmDetectorOnTheSimulatedDeviceRunsTheSameStages) {
+  testing::TempDir dir;
+  ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);
+  testing::WriteOm(dir, "det.om",
+                   {{"soc_version", "Ascend310P3"},
+                    {"inputs",
+                     {{{"name", "images"}, {"datatype", "FLOAT"}, {"dims", {-1, 3, 64, 64}}}}},
+                    {"outputs",
+                     {{{"name", "output0"}, {"datatype", "FLOAT"}, {"dims", {-1, 16, 8}}}}},
+                    {"dynamic_batch", {1, 2, 4, 8}},
+                    {"work_size", 1 << 20},
+                    {"weight_size", 1 << 20},
+                    {"scale", 64.0},
+                    {"bias", 0.5}});
+  const std::string yaml =
+      "models:\n  - name: det\n    path: det.om\n    max_batch: 8\n"
+      "    preprocess: {resize: {letterbox: true}, scale: 0.00392156862745098}\n"
+      "    postprocess: {detect: yolov5, score_threshold: 0.3, nms_threshold: 0.45}\n";
+  testing::ServerProcess server({"serve", dir.Write("models.yaml", yaml).string(), "--port", "0",
+                                 "--lock-dir", (dir.path() / "locks").string()},
+                                dir.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  testing::HttpClient client(server.port());
+  const std::string out = (dir.path() / "ref").string();
+  const json cases = json::array({{{"kind", "detect"},
+                                   {"image", Photo("fruits.jpg")},
+                                   {"om", {{"scale", 64.0}, {"bias", 0.5}, {"shape", {16, 8}}}},
+                                   {"out", out},
+                                   {"resize", "letterbox"},
+                                   {"width", 64},
+                                   {"height", 64},
+                                   {"scale", 1.0 / 255},
+                                   {"format", "yolov5"},
+                                   {"score_threshold", 0.3},
+                                   {"iou_threshold", 0.45},
+                                   {"class_aware", true},
+                                   {"max_detections", 100}}});
+  auto [code, log] = testing::RunShell("/usr/bin/python3 " + std::string(MMSERVE_SOURCE_DIR) +
+                                       "/tests/testing/vision_reference.py " +
+                                       dir.Write("cases.json", cases.dump()).string() + " 2>&1");
+  ASSERT_EQ(code, 0) << log;
+  const Detections want{ReadF32(out + ".boxes"), ReadF32(out + ".scores"),
+                        ReadI64(out + ".classes")};
+  EXPECT_FALSE(want.classes.empty());
+  auto res = client.Post("/v2/models/det/infer", testing::ReadFile(Photo("fruits.jpg")),
+                         {{"Content-Type", "image/jpeg"}});
+  ASSERT_EQ(res.status, 200) << res.body << server.Log();
+  ExpectSame(FromJson(json::parse(res.body)["outputs"]), want, "acl");
+  ::unsetenv("ASCEND_HOME_PATH");
 }
 
 }  // namespace

@@ -11,7 +11,9 @@ CASES.json is a list of objects; each writes float32 (or int64) raw little-endia
    "pad", "interpolation": "linear"|..., "blob": true (use cv2.dnn.blobFromImage instead)}
   {"kind": "detect", "image": path, "model": onnx, "out": path prefix, the same preprocess
    fields, "format": "yolov5"|"yolov8", "score_threshold", "iou_threshold", "class_aware",
-   "max_detections"} -> prefix.boxes (float32 [n,4]), .scores, .classes (int64)
+   "max_detections", "om": {"scale", "bias", "shape": [boxes, attributes]} (instead of "model":
+   the simulated AscendCL's OM, output = input x scale + bias over the first values)}
+   -> prefix.boxes (float32 [n,4]), .scores, .classes (int64)
 """
 import json
 import math
@@ -85,9 +87,15 @@ def preprocess(case):
 
 def detect(case):
     x, (sx, sy, ox, oy, w0, h0) = preprocess(case)
-    net = cv2.dnn.readNetFromONNX(case["model"])
-    net.setInput(x[None])
-    out = net.forward()[0]
+    if "om" in case:
+        om = case["om"]
+        rows, attributes = om["shape"]
+        out = (x.reshape(-1)[:rows * attributes].astype(np.float64) * om["scale"] + om["bias"])
+        out = out.astype(np.float32).reshape(rows, attributes)
+    else:
+        net = cv2.dnn.readNetFromONNX(case["model"])
+        net.setInput(x[None])
+        out = net.forward()[0]
     v8 = case["format"] == "yolov8"
     rows = out.T if v8 else out
     boxes, scores, classes = [], [], []

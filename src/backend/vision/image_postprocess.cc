@@ -87,7 +87,8 @@ Result<ImagePostprocessor> ImagePostprocessor::Create(
   if (config.kind == Kind::kDetect) {
     p.outputs_ = {{"BOXES", DataType::kFp32, {-1, 4}},
                   {"SCORES", DataType::kFp32, {-1}},
-                  {"CLASSES", DataType::kInt64, {-1}}};
+                  {"CLASSES", DataType::kInt64, {-1}},
+                  {"IMAGE_INDEX", DataType::kInt64, {-1}}};
     if (labels) p.outputs_.push_back({"LABELS", DataType::kBytes, {-1}});
   } else if (config.top_k > 0) {
     const int64_t k = config.top_k;
@@ -120,8 +121,7 @@ Status ImagePostprocessor::Run(InferResponse& response,
   InferResponse out;
   out.model_version = response.model_version;
   out.parameters = std::move(response.parameters);
-  const Status status =
-      detects() ? Detect(*source, transforms.front(), out) : Classify(*source, out);
+  const Status status = detects() ? Detect(*source, transforms, out) : Classify(*source, out);
   if (!status.ok()) return status;
   response.outputs = std::move(out.outputs);
   response.parameters = std::move(out.parameters);
@@ -165,11 +165,30 @@ Status ImagePostprocessor::Classify(const Tensor& scores, InferResponse& out) co
   return Status::Ok();
 }
 
-Status ImagePostprocessor::Detect(const Tensor& raw, const ImageTransform& t,
+Status ImagePostprocessor::Detect(const Tensor& raw, std::span<const ImageTransform> transforms,
                                   InferResponse& out) const {
   const Shape& s = raw.shape();
   if (s.size() != 3) return Internal("detection output of shape " + ShapeToString(s));
-  // YOLOv5: [1, boxes, 5 + C] with an objectness; YOLOv8: [1, 4 + C, boxes] without.
+  const std::vector<float> v = Floats(raw);
+  const size_t per_image = static_cast<size_t>(s[1] * s[2]);
+  Detections all;
+  for (size_t i = 0; i < transforms.size(); ++i) {
+    MMS_RETURN_IF_ERROR(DetectImage(std::span<const float>(v).subspan(i * per_image, per_image), s,
+                                    transforms[i], static_cast<int64_t>(i), all));
+  }
+  const int64_t n = static_cast<int64_t>(all.scores.size());
+  out.outputs.push_back(Make("BOXES", DataType::kFp32, {n, 4}, all.boxes));
+  out.outputs.push_back(Make("SCORES", DataType::kFp32, {n}, all.scores));
+  out.outputs.push_back(Make("CLASSES", DataType::kInt64, {n}, all.classes));
+  out.outputs.push_back(Make("IMAGE_INDEX", DataType::kInt64, {n}, all.images));
+  if (!labels_.empty()) out.outputs.emplace_back("LABELS", DataType::kBytes, Shape{n}, all.labels);
+  return Status::Ok();
+}
+
+Status ImagePostprocessor::DetectImage(std::span<const float> v, const Shape& s,
+                                       const ImageTransform& t, int64_t image,
+                                       Detections& out) const {
+  // YOLOv5: [boxes, 5 + C] with an objectness; YOLOv8: [4 + C, boxes] without.
   const bool v8 =
       config_.format == Format::kYoloV8 || (config_.format == Format::kAuto && s[1] < s[2]);
   const int64_t boxes = v8 ? s[2] : s[1], attributes = v8 ? s[1] : s[2];
@@ -178,11 +197,10 @@ Status ImagePostprocessor::Detect(const Tensor& raw, const ImageTransform& t,
     return Internal("detection output of shape " + ShapeToString(s) + " holds no class scores (" +
                     (v8 ? "YOLOv8" : "YOLOv5") + " layout)");
   }
-  const std::vector<float> v = Floats(raw);
   const auto at = [&](int64_t box, int64_t attribute) {
     return v[static_cast<size_t>(v8 ? attribute * boxes + box : box * attributes + attribute)];
   };
-  std::vector<cv::Rect2d> rects, shifted;
+  std::vector<cv::Rect2d> rects;
   std::vector<float> scores;
   std::vector<int64_t> ids;
   double extent = 0;
@@ -205,7 +223,7 @@ Status ImagePostprocessor::Detect(const Tensor& raw, const ImageTransform& t,
     extent = std::max({extent, std::abs(cx) + w, std::abs(cy) + h});
   }
   // Class-aware NMS as one call: each class's boxes moved apart so that no two classes overlap.
-  shifted = rects;
+  std::vector<cv::Rect2d> shifted = rects;
   if (config_.class_aware) {
     for (size_t i = 0; i < shifted.size(); ++i) {
       const double shift = static_cast<double>(ids[i]) * (2 * extent + 1);
@@ -220,9 +238,6 @@ Status ImagePostprocessor::Detect(const Tensor& raw, const ImageTransform& t,
   if (keep.size() > static_cast<size_t>(config_.max_detections)) {
     keep.resize(static_cast<size_t>(config_.max_detections));
   }
-  std::vector<float> box_values, kept_scores;
-  std::vector<int64_t> kept_ids;
-  std::string labels;
   // Into the original image's pixels, inside it (a limit of 0: no image, raw tensors).
   const auto back = [](double v, double offset, double scale, int64_t limit) {
     const double x = (v - offset) / scale;
@@ -230,19 +245,15 @@ Status ImagePostprocessor::Detect(const Tensor& raw, const ImageTransform& t,
   };
   for (int i : keep) {
     const cv::Rect2d& r = rects[static_cast<size_t>(i)];
-    box_values.push_back(back(r.x, t.offset_x, t.scale_x, t.width));
-    box_values.push_back(back(r.y, t.offset_y, t.scale_y, t.height));
-    box_values.push_back(back(r.x + r.width, t.offset_x, t.scale_x, t.width));
-    box_values.push_back(back(r.y + r.height, t.offset_y, t.scale_y, t.height));
-    kept_scores.push_back(scores[static_cast<size_t>(i)]);
-    kept_ids.push_back(ids[static_cast<size_t>(i)]);
-    if (!labels_.empty()) Tensor::AppendBytesElement(labels, Label(kept_ids.back()));
+    out.boxes.push_back(back(r.x, t.offset_x, t.scale_x, t.width));
+    out.boxes.push_back(back(r.y, t.offset_y, t.scale_y, t.height));
+    out.boxes.push_back(back(r.x + r.width, t.offset_x, t.scale_x, t.width));
+    out.boxes.push_back(back(r.y + r.height, t.offset_y, t.scale_y, t.height));
+    out.scores.push_back(scores[static_cast<size_t>(i)]);
+    out.classes.push_back(ids[static_cast<size_t>(i)]);
+    out.images.push_back(image);
+    if (!labels_.empty()) Tensor::AppendBytesElement(out.labels, Label(out.classes.back()));
   }
-  const int64_t n = static_cast<int64_t>(keep.size());
-  out.outputs.push_back(Make("BOXES", DataType::kFp32, {n, 4}, box_values));
-  out.outputs.push_back(Make("SCORES", DataType::kFp32, {n}, kept_scores));
-  out.outputs.push_back(Make("CLASSES", DataType::kInt64, {n}, kept_ids));
-  if (!labels_.empty()) out.outputs.emplace_back("LABELS", DataType::kBytes, Shape{n}, labels);
   return Status::Ok();
 }
 

@@ -6,7 +6,8 @@
 //   classify, top_k 0:  the network output, activated, under its own name
 //   classify, top_k K:  SCORES FP32 [n, K], CLASSES INT64 [n, K], LABELS BYTES [n, K]
 //   detect:             BOXES FP32 [d, 4] (x1, y1, x2, y2), SCORES FP32 [d], CLASSES INT64 [d],
-//                       LABELS BYTES [d]; one image per request
+//                       IMAGE_INDEX INT64 [d] (which of the request's images), LABELS BYTES
+//                       [d]: every image's detections, best first within each image
 // LABELS only with a labels file.
 #pragma once
 
@@ -35,7 +36,16 @@ class ImagePostprocessor {
  private:
   ImagePostprocessor() = default;
   Status Classify(const Tensor& scores, InferResponse& out) const;
-  Status Detect(const Tensor& raw, const ImageTransform& transform, InferResponse& out) const;
+  struct Detections {
+    std::vector<float> boxes, scores;
+    std::vector<int64_t> classes, images;
+    std::string labels;
+  };
+  Status Detect(const Tensor& raw, std::span<const ImageTransform> transforms,
+                InferResponse& out) const;
+  // One image's detections (`v`: its row of the network output of shape `s`), added to `out`.
+  Status DetectImage(std::span<const float> v, const Shape& s, const ImageTransform& transform,
+                     int64_t image, Detections& out) const;
   std::string Label(int64_t class_id) const;
 
   PostprocessConfig config_;

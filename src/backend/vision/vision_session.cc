@@ -118,11 +118,6 @@ Status VisionSession::Prepare(const InferRequest& request, InferRequest& network
   if (encoded.empty()) {
     return InvalidArgument("input '" + std::string(kImageInput) + "' holds no image");
   }
-  if (post_ && post_->detects() && encoded.size() != 1) {
-    return InvalidArgument("input '" + std::string(kImageInput) + "' holds " +
-                           std::to_string(encoded.size()) +
-                           " images; a detector takes one image per request");
-  }
   Shape shape{static_cast<int64_t>(encoded.size())};
   shape.insert(shape.end(), pre_->row_shape().begin(), pre_->row_shape().end());
   std::string data(encoded.size() * pre_->row_bytes(), '\0');

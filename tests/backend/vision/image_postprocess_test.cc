@@ -103,6 +103,23 @@ TEST(ImagePostprocessTest, DetectionDecodesThresholdsSuppressesAndMapsBack) {
   EXPECT_THAT(Values<int64_t>(Output(again, "CLASSES")), ElementsAre(0));
 }
 
+TEST(ImagePostprocessTest, EachImageOfARequestIsDetectedApartAndIndexed) {
+  PostprocessConfig c;
+  c.kind = PostprocessConfig::Kind::kDetect;
+  c.format = PostprocessConfig::Format::kYoloV5;
+  auto post = ImagePostprocessor::Create(c, {{"output0", DataType::kFp32, {-1, 5, 7}}});
+  ASSERT_TRUE(post.ok());
+  std::vector<float> two = kYolo;
+  two.insert(two.end(), kYolo.begin(), kYolo.begin() + 7);  // the second image: one box
+  two.resize(2 * kYolo.size(), 0.0f);
+  InferResponse r;
+  r.outputs.push_back(Floats("output0", {2, 5, 7}, two));
+  const ImageTransform t[2];
+  ASSERT_TRUE(post->Run(r, t).ok());
+  EXPECT_THAT(Values<int64_t>(Output(r, "IMAGE_INDEX")), ElementsAre(0, 0, 0, 1));
+  EXPECT_THAT(Values<int64_t>(Output(r, "CLASSES")), ElementsAre(0, 1, 0, 0));
+}
+
 TEST(ImagePostprocessTest, YoloV8sLayoutIsTheTransposeWithoutObjectness) {
   // The same first two boxes as [1, 4 + 2, 2]: attributes on axis 1.
   const std::vector<float> v8 = {50, 10, 50, 10, 20, 8, 20, 8, 0.81f, 0.3f, 0.1f, 0.1f};

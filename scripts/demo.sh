@@ -21,6 +21,10 @@ Try, from another terminal:
   curl -s 127.0.0.1:$PORT/v1/embeddings -d '{"model":"embedder","input":["hello world"]}'
   curl -s 127.0.0.1:$PORT/v1/rerank \\
        -d '{"model":"reranker","query":"what do cats eat","documents":["cats eat fish","GPUs are fast"]}'
+  curl -s -X POST 127.0.0.1:$PORT/v2/models/detector/infer \\
+       -H 'Content-Type: image/png' --data-binary @models/generated/sample.png
+  curl -s -X POST 127.0.0.1:$PORT/v2/models/classifier/infer \\
+       -H 'Content-Type: image/png' --data-binary @models/generated/sample.png
   curl -s 127.0.0.1:$PORT/metrics
   curl -s -X POST 127.0.0.1:$PORT/v2/models/embedder/infer \\
        -d '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[2],"data":["hello world","mmserve"]}]}'

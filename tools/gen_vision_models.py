@@ -14,6 +14,7 @@ mmserve's tests, demo and benchmarks need no download.
                         mean of channel c / 255.
   detector-v8-tiny.onnx the same boxes in YOLOv8's layout, output0 [N,7,16] (cx, cy, w, h and
                         the class scores, no objectness).
+  sample.png            a 160x120 picture for the demo's curl (written with zlib, no OpenCV).
   unsupported-tiny.onnx a Clip with min and max as inputs (opset 13), which OpenCV 4.6's importer
                         refuses (as in PaddleOCR v4 exports): validation must name the node.
 
@@ -22,6 +23,8 @@ Run with Debian's python3 and its python3-onnx:
 """
 import argparse
 import os
+import struct
+import zlib
 
 import numpy as np
 import onnx
@@ -126,6 +129,28 @@ def unsupported(path):
                            producer_name="mmserve-gen"), path)
 
 
+def sample_png(path):
+    """A 160x120 RGB picture: a sky-to-grass gradient, a red sun, a blue box, as a PNG."""
+    h, w = 120, 160
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.zeros((h, w, 3), np.uint8)
+    img[..., 0] = 90 + y // 2
+    img[..., 1] = 140 + y // 3
+    img[..., 2] = 250 - y
+    img[(x - 120) ** 2 + (y - 30) ** 2 < 15 ** 2] = (240, 60, 40)
+    img[70:110, 20:70] = (30, 60, 200)
+
+    def chunk(kind, data):
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(b"\x00" + img[r].tobytes() for r in range(h))  # filter 0 per row
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+           chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b""))
+    with open(path, "wb") as f:
+        f.write(png)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
@@ -135,7 +160,8 @@ def main():
                        ("classifier-b4-tiny.onnx", lambda p: classifier(p, 4)),
                        ("detector-tiny.onnx", lambda p: detector(p, False)),
                        ("detector-v8-tiny.onnx", lambda p: detector(p, True)),
-                       ("unsupported-tiny.onnx", unsupported)]:
+                       ("unsupported-tiny.onnx", unsupported),
+                       ("sample.png", sample_png)]:
         path = os.path.join(args.out, name)
         if not os.path.exists(path):
             make(path)

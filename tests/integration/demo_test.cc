@@ -49,6 +49,13 @@ TEST(DemoTest, RunCommandServesTheDemoAndIsReady) {
   EXPECT_THAT(Curl(base + "/v1/chat/completions -d '{\"model\":\"llm\",\"messages\":[{\"role\":"
                    "\"user\",\"content\":\"Hi\"}],\"max_tokens\":4}'"),
               HasSubstr("\"object\":\"chat.completion\""));
+  const std::string sample = std::string(MMSERVE_SOURCE_DIR) + "/models/generated/sample.png";
+  EXPECT_THAT(Curl("-X POST " + base + "/v2/models/detector/infer -H 'Content-Type: image/png' "
+                   "--data-binary @" + sample),
+              HasSubstr("\"name\":\"BOXES\",\"datatype\":\"FP32\""));
+  EXPECT_THAT(Curl("-X POST " + base + "/v2/models/classifier/infer -H 'Content-Type: image/png' "
+                   "--data-binary @" + sample),
+              HasSubstr("\"name\":\"LABELS\""));
   EXPECT_THAT(demo.Log(), HasSubstr("grpc listening on 127.0.0.1:"));
   EXPECT_THAT(demo.Log(), HasSubstr("curl -i 127.0.0.1:" + std::to_string(port) +
                                     "/v2/health/ready"));

@@ -120,14 +120,14 @@ class Client {
 class HttpClient final : public Client {
  public:
   HttpClient(std::string host, int port, std::string path, const std::string& payload,
-             std::string expect, bool stream_events)
+             const std::string& content_type, std::string expect, bool stream_events)
       : host_(std::move(host)),
         port_(port),
         expect_(std::move(expect)),
         stream_events_(stream_events),
         request_(http::verb::post, path, 11) {
     request_.set(http::field::host, host_);
-    request_.set(http::field::content_type, "application/json");
+    request_.set(http::field::content_type, content_type);
     request_.keep_alive(true);
     request_.body() = payload;
     request_.prepare_payload();
@@ -477,6 +477,7 @@ void PrintTable(const std::vector<nlohmann::json>& points, bool stream_events) {
 int main(int argc, char** argv) {
   CLI::App app{"HTTP/gRPC load generator (closed or open loop) that checks every answer"};
   std::string host = "127.0.0.1", path, body_file, expect, save_answer;
+  std::string content_type = "application/json";
   int port = 8000;
   std::vector<int> concurrencies = {1};
   std::vector<double> rates = {0};
@@ -489,6 +490,7 @@ int main(int argc, char** argv) {
   app.add_flag("--grpc", use_grpc, "KServe v2 gRPC: --body-file is a ModelInferRequest in JSON");
   app.add_option("--save-answer", save_answer, "gRPC: write one serialized answer here and exit");
   app.add_option("--body-file", body_file)->required();
+  app.add_option("--content-type", content_type, "HTTP: the body's type (image/jpeg for an image)");
   app.add_option("--expect", expect, "a substring every answer must contain");
   app.add_option("--concurrency", concurrencies,
                  "clients (closed loop) or connections (open loop); several: a sweep")
@@ -512,7 +514,7 @@ int main(int argc, char** argv) {
   }
 
   std::stringstream body;
-  body << std::ifstream(body_file).rdbuf();
+  body << std::ifstream(body_file, std::ios::binary).rdbuf();
   const std::string payload = body.str();
   pb::ModelInferRequest grpc_request;
   if (use_grpc) {
@@ -525,7 +527,8 @@ int main(int argc, char** argv) {
   auto make_client = [&]() -> std::unique_ptr<Client> {
     if (use_grpc)
       return std::make_unique<GrpcClient>(host, port, grpc_request, expect, stream_events);
-    return std::make_unique<HttpClient>(host, port, path, payload, expect, stream_events);
+    return std::make_unique<HttpClient>(host, port, path, payload, content_type, expect,
+                                        stream_events);
   };
   if (!save_answer.empty()) {
     if (!use_grpc) {

@@ -65,6 +65,8 @@ std::string ImportError(const cv::Exception& e) {
     }
   }
   while (!flat.empty() && flat.back() == ' ') flat.pop_back();
+  // "(expected: 'a == b'), where ...": the parenthesis closes what the cut left open.
+  if (size_t at = flat.find("'), where"); at != std::string::npos) flat.erase(at + 1, 1);
   return Abbreviate(flat, 400);
 }
 

@@ -213,6 +213,28 @@ TEST_F(VisionTest, AClassifierRanksSeveralImagesOfOneRequestWithLabels) {
   for (size_t i = 0; i < classes.size(); ++i) {
     EXPECT_EQ(out[2]["data"][i], names[classes[i]]);
   }
+  // The Python reference: the same network through cv2.dnn, numpy's softmax, the top 3.
+  json cases = json::array();
+  for (const char* photo : {"fruits.jpg", "baboon.jpg"}) {
+    cases.push_back({{"kind", "classify"}, {"image", Photo(photo)},
+                     {"model", testing::GeneratedModel("classifier-tiny.onnx")},
+                     {"out", (dir_.path() / photo).string()}, {"resize", "exact"},
+                     {"width", 32}, {"height", 32}, {"scale", 1.0 / 255}, {"top_k", 3}});
+  }
+  auto [code, log] = testing::RunShell(
+      "/usr/bin/python3 " + std::string(MMSERVE_SOURCE_DIR) +
+      "/tests/testing/vision_reference.py " + dir_.Write("cases.json", cases.dump()).string() +
+      " 2>&1");
+  ASSERT_EQ(code, 0) << log;
+  for (size_t image = 0; image < 2; ++image) {
+    const std::string prefix = cases[image]["out"];
+    const auto scores = ReadF32(prefix + ".scores");
+    const auto want = ReadI64(prefix + ".classes");
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(classes[image * 3 + k], want[k]) << "image " << image;
+      EXPECT_NEAR(out[0]["data"][image * 3 + k].get<double>(), scores[k], 1e-4);
+    }
+  }
 }
 
 TEST_F(VisionTest, BadImagesAre400NamingTheInputAndTheServerCarriesOn) {

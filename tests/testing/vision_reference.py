@@ -14,6 +14,8 @@ CASES.json is a list of objects; each writes float32 (or int64) raw little-endia
    "max_detections", "om": {"scale", "bias", "shape": [boxes, attributes]} (instead of "model":
    the simulated AscendCL's OM, output = input x scale + bias over the first values)}
    -> prefix.boxes (float32 [n,4]), .scores, .classes (int64)
+  {"kind": "classify", "image", "model", "out": prefix, the preprocess fields, "top_k"}
+   -> softmax over the network's output, the top_k: prefix.scores (float32), .classes (int64)
 """
 import json
 import math
@@ -129,6 +131,18 @@ def detect(case):
     np.array([classes[i] for i in keep], np.int64).tofile(prefix + ".classes")
 
 
+def classify(case):
+    x, _ = preprocess(case)
+    net = cv2.dnn.readNetFromONNX(case["model"])
+    net.setInput(x[None])
+    logits = net.forward()[0].astype(np.float64)
+    p = np.exp(logits - logits.max())
+    p /= p.sum()
+    top = sorted(range(len(p)), key=lambda i: (-p[i], i))[:case["top_k"]]
+    np.array([p[i] for i in top], np.float32).tofile(case["out"] + ".scores")
+    np.array(top, np.int64).tofile(case["out"] + ".classes")
+
+
 def main():
     with open(sys.argv[1]) as f:
         cases = json.load(f)
@@ -136,6 +150,8 @@ def main():
         if case["kind"] == "preprocess":
             x, _ = preprocess(case)
             x.astype(np.float32).tofile(case["out"])
+        elif case["kind"] == "classify":
+            classify(case)
         else:
             detect(case)
 

@@ -53,7 +53,8 @@ constexpr const char* kPreprocessForms =
 constexpr const char* kPostprocessForms =
     "none, softmax, sigmoid, argmax, topk_<K>, nms_threshold_<0..1>, or a map (softmax, "
     "sigmoid, top_k, labels, detect, score_threshold, nms_threshold, class_aware, "
-    "max_detections; docs/VISION.md)";
+    "max_detections, and for detect: ssd boxes, scores, box_format, normalized, background; "
+    "docs/VISION.md)";
 
 std::optional<PreprocessConfig> CompactPreprocess(const std::string& text) {
   PreprocessConfig p;
@@ -200,10 +201,20 @@ PostprocessConfig MapPostprocess(ParamReader& r, const std::filesystem::path& ba
   p.output = r.String("output", "");
   if (r.Has("detect")) {
     p.kind = PostprocessConfig::Kind::kDetect;
-    const std::string format = r.String("detect", "auto", {"auto", "yolov5", "yolov8"});
+    const std::string format = r.String("detect", "auto", {"auto", "yolov5", "yolov8", "ssd"});
     p.format = format == "yolov5"   ? PostprocessConfig::Format::kYoloV5
                : format == "yolov8" ? PostprocessConfig::Format::kYoloV8
+               : format == "ssd"    ? PostprocessConfig::Format::kSsd
                                     : PostprocessConfig::Format::kAuto;
+    if (p.format == PostprocessConfig::Format::kSsd) {
+      p.boxes_output = r.String("boxes", "");
+      p.scores_output = r.String("scores", "");
+      p.box_format = r.String("box_format", "xyxy", {"xyxy", "cxcywh"}) == "cxcywh"
+                         ? PostprocessConfig::BoxFormat::kCxcywh
+                         : PostprocessConfig::BoxFormat::kXyxy;
+      p.normalized = r.Bool("normalized", false);
+      p.background = static_cast<int>(r.Int("background", -1, -1, 100000));
+    }
     p.score_threshold = r.Double("score_threshold", p.score_threshold, 0, 1);
     p.iou_threshold = r.Double("nms_threshold", p.iou_threshold, 0, 1);
     p.class_aware = r.Bool("class_aware", p.class_aware);

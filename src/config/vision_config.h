@@ -46,7 +46,8 @@ struct PreprocessConfig {
 struct PostprocessConfig {
   enum class Kind { kClassify, kDetect };
   enum class Activation { kNone, kSoftmax, kSigmoid };
-  enum class Format { kAuto, kYoloV5, kYoloV8 };
+  enum class Format { kAuto, kYoloV5, kYoloV8, kSsd };
+  enum class BoxFormat { kXyxy, kCxcywh };
 
   Kind kind = Kind::kClassify;
   std::string output;  // the network output it reads; "" = the first
@@ -57,6 +58,13 @@ struct PostprocessConfig {
   // kDetect. auto: attributes on the last axis ([N, boxes, 5+C]) are YOLOv5's layout (with an
   // objectness), attributes on axis 1 ([N, 4+C, boxes]) YOLOv8's (without).
   Format format = Format::kAuto;
+  // kSsd: two outputs, boxes [N, boxes, 4] and scores [N, boxes, C] ("" = found by shape), in
+  // box_format, normalized to [0, 1] of the network input or in its pixels; `background` is a
+  // class that is never a detection (-1: none).
+  std::string boxes_output, scores_output;
+  BoxFormat box_format = BoxFormat::kXyxy;
+  bool normalized = false;
+  int background = -1;
   double score_threshold = 0.25;
   double iou_threshold = 0.45;  // the template's nms_threshold
   bool class_aware = true;      // NMS within each class (false: across classes)

@@ -161,6 +161,33 @@ TEST_F(VisionTest, TheTemplatesDetectorAnswersPhotosAsThePythonReferenceOverRest
     ExpectSame(FromJson(json::parse(body.body)["outputs"]), want, "image/jpeg body");
     paths.push_back(Photo(photo));
   }
+  // On request, the same detections as one JSON list.
+  const std::string header = json{{"parameters", {{"detection_list", true}}},
+                                  {"inputs", {{{"name", "IMAGE"}, {"datatype", "BYTES"},
+                                               {"shape", {1}},
+                                               {"parameters", {{"binary_data_size", 0}}}}}}}
+                                 .dump();
+  const std::string jpeg = testing::ReadFile(Photo("fruits.jpg"));
+  json request = json::parse(header);
+  request["inputs"][0]["parameters"]["binary_data_size"] = jpeg.size() + 4;
+  std::string body = request.dump();
+  const uint32_t n = static_cast<uint32_t>(jpeg.size());
+  body.append(reinterpret_cast<const char*>(&n), 4).append(jpeg);
+  auto listed = client_->Post("/v2/models/person_det/infer", body,
+                              {{"Inference-Header-Content-Length",
+                                std::to_string(request.dump().size())}});
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  const json outputs = json::parse(listed.body)["outputs"];
+  const Detections tensors = FromJson(outputs);
+  json list;
+  for (const auto& o : outputs) {
+    if (o["name"] == "DETECTIONS") list = json::parse(o["data"][0].get<std::string>());
+  }
+  ASSERT_EQ(list.size(), tensors.classes.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    EXPECT_EQ(list[i]["class"], tensors.classes[i]);
+    EXPECT_NEAR(list[i]["box"][2].get<double>(), tensors.boxes[4 * i + 2], 1e-3);
+  }
   std::string args = "vision person_det";
   for (const auto& p : paths) args += " " + p;
   const json grpc = testing::RunGrpcClient(dir_, testing::GrpcPort(server_->Log()), args);
@@ -179,7 +206,8 @@ TEST_F(VisionTest, MetadataShowsThePipelinesSignature) {
   EXPECT_EQ(meta["inputs"], json::parse(R"([{"name":"IMAGE","datatype":"BYTES","shape":[-1]}])"));
   std::vector<std::string> outputs;
   for (const auto& o : meta["outputs"]) outputs.push_back(o["name"]);
-  EXPECT_EQ(outputs, (std::vector<std::string>{"BOXES", "SCORES", "CLASSES", "IMAGE_INDEX"}));
+  EXPECT_EQ(outputs, (std::vector<std::string>{"BOXES", "SCORES", "CLASSES", "IMAGE_INDEX",
+                                               "DETECTIONS"}));
   auto cls = json::parse(client_->Get("/v2/models/classifier").body);
   EXPECT_EQ(cls["outputs"][2],
             json::parse(R"({"name":"LABELS","datatype":"BYTES","shape":[-1,3]})"));

@@ -228,6 +228,8 @@ Result<ImageTransform> ImagePreprocessor::Run(std::string_view encoded, char* ds
     }
     t.width = img.cols;
     t.height = img.rows;
+    t.net_width = width_;
+    t.net_height = height_;
     cv::Mat sized = Resized(img, config_, interpolation_, t);
     if (config_.crop) {
       const int x = (sized.cols - width_) / 2, y = (sized.rows - height_) / 2;

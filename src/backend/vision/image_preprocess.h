@@ -18,7 +18,8 @@ namespace mmserve {
 // original_x = (network_x - offset_x) / scale_x, and the same for y.
 struct ImageTransform {
   double scale_x = 1, scale_y = 1, offset_x = 0, offset_y = 0;
-  int64_t width = 0, height = 0;  // of the original image
+  int64_t width = 0, height = 0;          // of the original image
+  int64_t net_width = 0, net_height = 0;  // of the network input
 };
 
 class ImagePreprocessor {

@@ -1,5 +1,6 @@
 #include "backend/vision/vision_session.h"
 
+#include <algorithm>
 #include <atomic>
 #include <opencv2/imgcodecs.hpp>
 #include <optional>
@@ -77,8 +78,15 @@ class VisionSession final : public Session {
   // The network's request for `request`, and where each of its rows came from.
   Status Prepare(const InferRequest& request, InferRequest& network,
                  std::vector<ImageTransform>& transforms) const;
-  Status Finish(InferResponse& response, const std::vector<ImageTransform>& transforms) const {
-    return post_ ? post_->Run(response, transforms) : Status::Ok();
+  // The request parameter `detection_list: true`, or asking for the output DETECTIONS, adds a
+  // detector's JSON list.
+  Status Finish(const InferRequest& request, InferResponse& response,
+                const std::vector<ImageTransform>& transforms) const {
+    if (!post_) return Status::Ok();
+    const auto& wanted = request.requested_outputs;
+    const bool list = BoolParam(request.parameters, "detection_list", false) ||
+                      std::find(wanted.begin(), wanted.end(), "DETECTIONS") != wanted.end();
+    return post_->Run(response, transforms, list);
   }
   Session& network() const { return *network_; }
 
@@ -162,7 +170,10 @@ Status VisionInstance::Execute(Execution& execution) {
   for (size_t k = 0; k < runnable.size(); ++k) {
     Result<InferResponse> result = std::move(inner[k].result);
     if (result.ok()) {
-      if (Status s = session_.Finish(*result, transforms[runnable[k]]); !s.ok()) result = s;
+      const InferRequest& request = *execution.items[runnable[k]].request;
+      if (Status s = session_.Finish(request, *result, transforms[runnable[k]]); !s.ok()) {
+        result = s;
+      }
     }
     execution.items[runnable[k]].result = std::move(result);
   }

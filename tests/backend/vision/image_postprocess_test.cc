@@ -137,6 +137,37 @@ TEST(ImagePostprocessTest, YoloV8sLayoutIsTheTransposeWithoutObjectness) {
   EXPECT_THAT(std::vector<float>(boxes.begin(), boxes.begin() + 4), ElementsAre(40, 40, 60, 60));
 }
 
+TEST(ImagePostprocessTest, SsdPairsOfBoxesAndScoresWithABackgroundClass) {
+  PostprocessConfig c;
+  c.kind = PostprocessConfig::Kind::kDetect;
+  c.format = PostprocessConfig::Format::kSsd;
+  c.normalized = true;
+  c.background = 0;
+  c.score_threshold = 0.5;
+  auto post = ImagePostprocessor::Create(
+      c, {{"scores", DataType::kFp32, {-1, 3, 3}}, {"boxes", DataType::kFp32, {-1, 3, 4}}});
+  ASSERT_TRUE(post.ok()) << post.status().ToString();  // found by shape, in either order
+  // Normalized x1, y1, x2, y2 of a 100x50 network input; class 0 is the background.
+  const std::vector<float> boxes = {0.1f, 0.2f,  0.5f, 0.6f, 0.1f, 0.2f,
+                                    0.5f, 0.62f, 0.6f, 0.0f, 0.9f, 0.4f};
+  const std::vector<float> scores = {0.1f,  0.9f, 0.0f,   // class 1
+                                     0.0f,  0.8f, 0.1f,   // class 1, overlaps the first
+                                     0.95f, 0.2f, 0.3f};  // background wins: no detection
+  InferResponse r;
+  r.outputs.push_back(Floats("boxes", {1, 3, 4}, boxes));
+  r.outputs.push_back(Floats("scores", {1, 3, 3}, scores));
+  ImageTransform t;
+  t.net_width = 100;
+  t.net_height = 50;
+  ASSERT_TRUE(post->Run(r, std::span(&t, 1), /*detection_list=*/true).ok());
+  EXPECT_THAT(Values<int64_t>(Output(r, "CLASSES")), ElementsAre(1));
+  EXPECT_THAT(Values<float>(Output(r, "BOXES")),
+              ::testing::Pointwise(::testing::FloatNear(1e-4), {10.0f, 10.0f, 50.0f, 30.0f}));
+  const auto list = Output(r, "DETECTIONS").BytesElements();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_THAT(std::string(list[0]), HasSubstr(R"("class":1,"image":0,"score":0.89999997)"));
+}
+
 TEST(ImagePostprocessTest, WhatTheNetworkCannotFeedIsRefusedAtLoad) {
   PostprocessConfig c;
   c.kind = PostprocessConfig::Kind::kDetect;
@@ -149,6 +180,13 @@ TEST(ImagePostprocessTest, WhatTheNetworkCannotFeedIsRefusedAtLoad) {
       std::string(
           ImagePostprocessor::Create(c, {{"y", DataType::kFp32, {-1, 3, 9}}}).status().message()),
       HasSubstr("'nope' is not a network output (y)"));
+  PostprocessConfig ssd;
+  ssd.kind = PostprocessConfig::Kind::kDetect;
+  ssd.format = PostprocessConfig::Format::kSsd;
+  EXPECT_THAT(
+      std::string(
+          ImagePostprocessor::Create(ssd, {{"y", DataType::kFp32, {-1, 3, 9}}}).status().message()),
+      HasSubstr("name them with postprocess.boxes and postprocess.scores"));
   PostprocessConfig ints;
   EXPECT_THAT(
       std::string(

@@ -39,8 +39,8 @@ TEST(BackendRegistryTest, ACompleteRegistryMakesABackendItLacksAValidationError)
   ASSERT_EQ(complete.size(), 1u);
   EXPECT_THAT(std::string(complete.ToStatus().message()),
               ::testing::HasSubstr("models[0].backend: expected a backend built into this mmserve "
-                                   "(identity), found "
-            "\"opencv\", which this build does not have"));
+                                   "(identity), found \"opencv\", which this build does "
+                                   "not have"));
 }
 
 // A backend of text, as llama is to the registry.

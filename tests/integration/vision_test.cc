@@ -286,6 +286,16 @@ TEST_F(VisionTest, BadImagesAre400NamingTheInputAndTheServerCarriesOn) {
     EXPECT_EQ(res.status, 400) << what << ": " << res.body;
     EXPECT_THAT(res.body, HasSubstr("IMAGE")) << what;
   }
+  // A million empty elements (4 MB): refused by count before any row is allocated.
+  const std::string many_header =
+      json{{"inputs", {{{"name", "IMAGE"}, {"datatype", "BYTES"}, {"shape", {1000000}},
+                        {"parameters", {{"binary_data_size", 4000000}}}}}}}
+          .dump();
+  auto many = client_->Post(
+      "/v2/models/classifier/infer", many_header + std::string(4000000, '\0'),
+      {{"Inference-Header-Content-Length", std::to_string(many_header.size())}});
+  EXPECT_EQ(many.status, 400) << many.body;
+  EXPECT_THAT(many.body, HasSubstr("holds 1000000 images; a request may carry 1..8"));
   auto gif = client_->Post("/v2/models/person_det/infer", jpeg, {{"Content-Type", "image/gif"}});
   EXPECT_EQ(gif.status, 400) << gif.body;
   EXPECT_THAT(gif.body, HasSubstr("image/gif is not served"));

@@ -357,6 +357,8 @@ Status OpencvInstance::Forward(const std::vector<std::pair<BatchItem*, int64_t>>
     return Status::Ok();
   } catch (const cv::Exception& e) {
     return Internal("OpenCV forward failed: " + ImportError(e));
+  } catch (const std::exception& e) {  // an allocation: this batch fails, not the worker
+    return ResourceExhausted(std::string("OpenCV forward failed: ") + e.what());
   }
 }
 

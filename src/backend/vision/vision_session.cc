@@ -5,6 +5,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <optional>
 
+#include "backend/vision/image_header.h"
 #include "backend/vision/image_postprocess.h"
 #include "backend/vision/image_preprocess.h"
 
@@ -29,11 +30,12 @@ class VisionInstance final : public Instance {
 class VisionSession final : public Session {
  public:
   VisionSession(std::unique_ptr<Session> network, std::optional<ImagePreprocessor> pre,
-                std::optional<ImagePostprocessor> post, std::string image_input)
+                std::optional<ImagePostprocessor> post, std::string image_input, int max_images)
       : network_(std::move(network)),
         pre_(std::move(pre)),
         post_(std::move(post)),
-        image_input_(std::move(image_input)) {
+        image_input_(std::move(image_input)),
+        max_images_(max_images) {
     signature_ = network_->signature();
     if (pre_) {
       for (TensorSpec& in : signature_.inputs) {
@@ -95,6 +97,7 @@ class VisionSession final : public Session {
   const std::optional<ImagePreprocessor> pre_;
   const std::optional<ImagePostprocessor> post_;
   const std::string image_input_;  // the network input the images feed
+  const int max_images_;           // per request: the model's max_batch
   ModelSignature signature_;
   mutable std::atomic<int64_t> images_{0};
 };
@@ -123,8 +126,18 @@ Status VisionSession::Prepare(const InferRequest& request, InferRequest& network
                            "' is required: BYTES, one encoded image per element");
   }
   const auto encoded = image->BytesElements();
-  if (encoded.empty()) {
-    return InvalidArgument("input '" + std::string(kImageInput) + "' holds no image");
+  if (encoded.empty() || encoded.size() > static_cast<size_t>(max_images_)) {
+    return InvalidArgument("input '" + std::string(kImageInput) + "' holds " +
+                           std::to_string(encoded.size()) + " images; a request may carry 1.." +
+                           std::to_string(max_images_) + " (the model's max_batch)");
+  }
+  // Every header before the rows are allocated: a hostile element costs nothing.
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    if (auto header = ReadImageHeader(encoded[i]); !header.ok()) {
+      const std::string which = encoded.size() == 1 ? "" : " element " + std::to_string(i);
+      return InvalidArgument("input '" + std::string(kImageInput) + "'" + which + ": " +
+                             std::string(header.status().message()));
+    }
   }
   Shape shape{static_cast<int64_t>(encoded.size())};
   shape.insert(shape.end(), pre_->row_shape().begin(), pre_->row_shape().end());
@@ -152,7 +165,12 @@ Status VisionInstance::Execute(Execution& execution) {
   std::vector<size_t> runnable;
   for (size_t i = 0; i < n; ++i) {
     BatchItem& item = execution.items[i];
-    const Status status = session_.Prepare(*item.request, requests[i], transforms[i]);
+    Status status;
+    try {  // what OpenCV or an allocation throws fails this request, not the worker
+      status = session_.Prepare(*item.request, requests[i], transforms[i]);
+    } catch (const std::exception& e) {
+      status = ResourceExhausted(std::string("pre-processing failed: ") + e.what());
+    }
     if (!status.ok()) {
       item.result = status;
       continue;
@@ -171,9 +189,13 @@ Status VisionInstance::Execute(Execution& execution) {
     Result<InferResponse> result = std::move(inner[k].result);
     if (result.ok()) {
       const InferRequest& request = *execution.items[runnable[k]].request;
-      if (Status s = session_.Finish(request, *result, transforms[runnable[k]]); !s.ok()) {
-        result = s;
+      Status s;
+      try {
+        s = session_.Finish(request, *result, transforms[runnable[k]]);
+      } catch (const std::exception& e) {
+        s = ResourceExhausted(std::string("post-processing failed: ") + e.what());
       }
+      if (!s.ok()) result = s;
     }
     execution.items[runnable[k]].result = std::move(result);
   }
@@ -221,7 +243,8 @@ Result<std::unique_ptr<Session>> WithImageStages(std::unique_ptr<Session> networ
     post = std::move(*created);
   }
   return std::unique_ptr<Session>(std::make_unique<VisionSession>(
-      std::move(network), std::move(pre), std::move(post), std::move(image_input)));
+      std::move(network), std::move(pre), std::move(post), std::move(image_input),
+      std::max(1, model.max_batch)));
 }
 
 }  // namespace mmserve

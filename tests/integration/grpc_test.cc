@@ -24,10 +24,7 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 
 using testing::GrpcPort;
-
-json RunClient(const testing::TempDir& dir, int port, const std::string& args = "") {
-  return testing::RunGrpcClient(dir, port, args);
-}
+using testing::RunGrpcClient;
 
 TEST(GrpcTest, PythonClientInfersStreamsAndReadsMetadata) {
   testing::TempDir dir;
@@ -44,7 +41,7 @@ TEST(GrpcTest, PythonClientInfersStreamsAndReadsMetadata) {
   ASSERT_TRUE(server.Start()) << server.Log();
   const int port = GrpcPort(server.Log());
   ASSERT_GT(port, 0) << server.Log();
-  const json seen = RunClient(dir, port);
+  const json seen = RunGrpcClient(dir, port);
 
   EXPECT_EQ(seen["live"], true);
   EXPECT_EQ(seen["ready"], true);
@@ -96,7 +93,7 @@ TEST(GrpcTest, KeysAreCheckedFromTheAuthorizationMetadata) {
                                  (dir.path() / "locks").string()},
                                 dir.path() / "server.log");
   ASSERT_TRUE(server.Start()) << server.Log();
-  const json seen = RunClient(dir, GrpcPort(server.Log()), "k1");
+  const json seen = RunGrpcClient(dir, GrpcPort(server.Log()), "k1");
   EXPECT_EQ(seen["none"], "UNAUTHENTICATED");
   EXPECT_EQ(seen["wrong"], "PERMISSION_DENIED");
   EXPECT_EQ(seen["right"], "OK");
@@ -121,7 +118,7 @@ TEST(GrpcTest, HostileCallsAreRefusedAndTheServerStaysUp) {
                                  (dir.path() / "locks").string()},
                                 dir.path() / "server.log");
   ASSERT_TRUE(server.Start()) << server.Log();
-  const json seen = RunClient(dir, GrpcPort(server.Log()), "hostile " + bad.string());
+  const json seen = RunGrpcClient(dir, GrpcPort(server.Log()), "hostile " + bad.string());
   const std::string out = seen.dump();
   const auto codes = seen["in_flight"].get<std::vector<std::string>>();
   EXPECT_GE(std::count(codes.begin(), codes.end(), "OK"), 2) << out;

@@ -16,6 +16,7 @@
 #include "testing/models.h"
 #include "testing/server_process.h"
 #include "testing/test_util.h"
+#include "testing/vision_reference.h"
 
 namespace mmserve {
 namespace {
@@ -35,18 +36,13 @@ struct Detections {
   std::vector<int64_t> classes;
 };
 
-std::vector<double> ReadF32(const std::string& path) {
-  const std::string bytes = testing::ReadFile(path);
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return {v.begin(), v.end()};
-}
-
-std::vector<int64_t> ReadI64(const std::string& path) {
-  const std::string bytes = testing::ReadFile(path);
-  std::vector<int64_t> v(bytes.size() / 8);
-  std::memcpy(v.data(), bytes.data(), v.size() * 8);
-  return v;
+// The detections the reference wrote under `prefix`.
+Detections LoadDetections(const std::string& prefix) {
+  const auto boxes = testing::ReadRaw<float>(prefix + ".boxes");
+  const auto scores = testing::ReadRaw<float>(prefix + ".scores");
+  return {{boxes.begin(), boxes.end()},
+          {scores.begin(), scores.end()},
+          testing::ReadRaw<int64_t>(prefix + ".classes")};
 }
 
 void ExpectSame(const Detections& got, const Detections& want, const std::string& what) {
@@ -119,12 +115,8 @@ class VisionTest : public ::testing::Test {
                                {"iou_threshold", 0.45},
                                {"class_aware", true},
                                {"max_detections", 100}}});
-    auto [code, log] = testing::RunShell(
-        "/usr/bin/python3 " + std::string(MMSERVE_SOURCE_DIR) +
-        "/tests/testing/vision_reference.py " + dir_.Write("cases.json", cases.dump()).string() +
-        " 2>&1");
-    EXPECT_EQ(code, 0) << log;
-    return {ReadF32(out + ".boxes"), ReadF32(out + ".scores"), ReadI64(out + ".classes")};
+    if (!testing::RunVisionReference(dir_, cases)) return {};
+    return LoadDetections(out);
   }
 
   // person_det's answer to `image` sent as a binary BYTES tensor.
@@ -249,15 +241,11 @@ TEST_F(VisionTest, AClassifierRanksSeveralImagesOfOneRequestWithLabels) {
                      {"out", (dir_.path() / photo).string()}, {"resize", "exact"},
                      {"width", 32}, {"height", 32}, {"scale", 1.0 / 255}, {"top_k", 3}});
   }
-  auto [code, log] = testing::RunShell(
-      "/usr/bin/python3 " + std::string(MMSERVE_SOURCE_DIR) +
-      "/tests/testing/vision_reference.py " + dir_.Write("cases.json", cases.dump()).string() +
-      " 2>&1");
-  ASSERT_EQ(code, 0) << log;
+  ASSERT_TRUE(testing::RunVisionReference(dir_, cases));
   for (size_t image = 0; image < 2; ++image) {
     const std::string prefix = cases[image]["out"];
-    const auto scores = ReadF32(prefix + ".scores");
-    const auto want = ReadI64(prefix + ".classes");
+    const auto scores = testing::ReadRaw<float>(prefix + ".scores");
+    const auto want = testing::ReadRaw<int64_t>(prefix + ".classes");
     for (size_t k = 0; k < 3; ++k) {
       EXPECT_EQ(classes[image * 3 + k], want[k]) << "image " << image;
       EXPECT_NEAR(out[0]["data"][image * 3 + k].get<double>(), scores[k], 1e-4);
@@ -347,12 +335,8 @@ TEST(VisionAclTest, AnOmDetectorOnTheSimulatedDeviceRunsTheSameStages) {
                                    {"iou_threshold", 0.45},
                                    {"class_aware", true},
                                    {"max_detections", 100}}});
-  auto [code, log] = testing::RunShell("/usr/bin/python3 " + std::string(MMSERVE_SOURCE_DIR) +
-                                       "/tests/testing/vision_reference.py " +
-                                       dir.Write("cases.json", cases.dump()).string() + " 2>&1");
-  ASSERT_EQ(code, 0) << log;
-  const Detections want{ReadF32(out + ".boxes"), ReadF32(out + ".scores"),
-                        ReadI64(out + ".classes")};
+  ASSERT_TRUE(testing::RunVisionReference(dir, cases));
+  const Detections want = LoadDetections(out);
   EXPECT_FALSE(want.classes.empty());
   auto res = client.Post("/v2/models/det/infer", testing::ReadFile(Photo("fruits.jpg")),
                          {{"Content-Type", "image/jpeg"}});

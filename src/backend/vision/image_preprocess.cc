@@ -210,13 +210,23 @@ Result<ImagePreprocessor> ImagePreprocessor::Create(const PreprocessConfig& conf
   return p;
 }
 
-Result<ImageTransform> ImagePreprocessor::Run(std::string_view encoded, char* dst) const {
+Result<ImageHeader> ImagePreprocessor::Admit(std::string_view encoded) const {
   MMS_ASSIGN_OR_RETURN(ImageHeader header, ReadImageHeader(encoded));
   if (header.width > config_.max_pixels / header.height) {
     return InvalidArgument(std::string(ImageFormatName(header.format)) + " image of " +
                            Size(header.width, header.height) + " pixels, over the limit of " +
                            std::to_string(config_.max_pixels) + " (preprocess.max_pixels)");
   }
+  return header;
+}
+
+Result<ImageTransform> ImagePreprocessor::Run(std::string_view encoded, char* dst) const {
+  MMS_ASSIGN_OR_RETURN(ImageHeader header, Admit(encoded));
+  return Run(encoded, header, dst);
+}
+
+Result<ImageTransform> ImagePreprocessor::Run(std::string_view encoded, const ImageHeader& header,
+                                              char* dst) const {
   ImageTransform t;
   try {
     const cv::Mat raw(1, static_cast<int>(encoded.size()), CV_8U,

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "backend/backend.h"
+#include "backend/vision/image_header.h"
 #include "config/vision_config.h"
 
 namespace mmserve {
@@ -35,8 +36,15 @@ class ImagePreprocessor {
   int width() const { return width_; }
   int height() const { return height_; }
 
-  // Decodes `encoded` and writes its row into `dst` (row_bytes() bytes). An error says what is
-  // wrong with the image (InvalidArgument); the caller names the input.
+  // The header of `encoded`, or InvalidArgument when it is no served image or has more than
+  // max_pixels: cheap enough to check every image of a request before any row is allocated.
+  Result<ImageHeader> Admit(std::string_view encoded) const;
+  // Decodes `encoded` (whose header Admit() returned) and writes its row into `dst`
+  // (row_bytes() bytes). An error says what is wrong with the image (InvalidArgument); the
+  // caller names the input.
+  Result<ImageTransform> Run(std::string_view encoded, const ImageHeader& header,
+                             char* dst) const;
+  // Admit(), then Run().
   Result<ImageTransform> Run(std::string_view encoded, char* dst) const;
 
  private:

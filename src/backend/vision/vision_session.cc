@@ -5,7 +5,6 @@
 #include <opencv2/imgcodecs.hpp>
 #include <optional>
 
-#include "backend/vision/image_header.h"
 #include "backend/vision/image_postprocess.h"
 #include "backend/vision/image_preprocess.h"
 
@@ -90,7 +89,6 @@ class VisionSession final : public Session {
                       std::find(wanted.begin(), wanted.end(), "DETECTIONS") != wanted.end();
     return post_->Run(response, transforms, list);
   }
-  Session& network() const { return *network_; }
 
  private:
   const std::unique_ptr<Session> network_;
@@ -131,25 +129,26 @@ Status VisionSession::Prepare(const InferRequest& request, InferRequest& network
                            std::to_string(encoded.size()) + " images; a request may carry 1.." +
                            std::to_string(max_images_) + " (the model's max_batch)");
   }
-  // Every header before the rows are allocated: a hostile element costs nothing.
+  const auto bad = [&](size_t i, const Status& status) {
+    const std::string which = encoded.size() == 1 ? "" : " element " + std::to_string(i);
+    return InvalidArgument("input '" + std::string(kImageInput) + "'" + which + ": " +
+                           std::string(status.message()));
+  };
+  // Every image admitted (header, pixel limit) before the rows are allocated: a hostile element
+  // costs nothing.
+  std::vector<ImageHeader> headers;
   for (size_t i = 0; i < encoded.size(); ++i) {
-    if (auto header = ReadImageHeader(encoded[i]); !header.ok()) {
-      const std::string which = encoded.size() == 1 ? "" : " element " + std::to_string(i);
-      return InvalidArgument("input '" + std::string(kImageInput) + "'" + which + ": " +
-                             std::string(header.status().message()));
-    }
+    auto header = pre_->Admit(encoded[i]);
+    if (!header.ok()) return bad(i, header.status());
+    headers.push_back(*header);
   }
   Shape shape{static_cast<int64_t>(encoded.size())};
   shape.insert(shape.end(), pre_->row_shape().begin(), pre_->row_shape().end());
   std::string data(encoded.size() * pre_->row_bytes(), '\0');
   transforms.clear();
   for (size_t i = 0; i < encoded.size(); ++i) {
-    auto t = pre_->Run(encoded[i], data.data() + i * pre_->row_bytes());
-    if (!t.ok()) {
-      const std::string which = encoded.size() == 1 ? "" : " element " + std::to_string(i);
-      return InvalidArgument("input '" + std::string(kImageInput) + "'" + which + ": " +
-                             std::string(t.status().message()));
-    }
+    auto t = pre_->Run(encoded[i], headers[i], data.data() + i * pre_->row_bytes());
+    if (!t.ok()) return bad(i, t.status());
     transforms.push_back(*t);
   }
   images_.fetch_add(static_cast<int64_t>(encoded.size()));

@@ -9,6 +9,7 @@
 
 #include "common/float16.h"
 #include "testing/test_util.h"
+#include "testing/vision_reference.h"
 #include "vision_images.h"
 
 namespace mmserve {
@@ -26,13 +27,6 @@ struct Case {
   TensorSpec input;
   json reference;  // the same steps, for tests/testing/vision_reference.py
 };
-
-std::vector<float> ReadFloats(const std::filesystem::path& path) {
-  const std::string bytes = testing::ReadFile(path);
-  std::vector<float> out(bytes.size() / sizeof(float));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
-  return out;
-}
 
 class ImagePreprocessTest : public ::testing::Test {
  protected:
@@ -70,13 +64,9 @@ class ImagePreprocessTest : public ::testing::Test {
       c.reference["out"] = (dir_.path() / ("ref" + std::to_string(i))).string();
       all.push_back(c.reference);
     }
-    const auto cases_file = dir_.Write("cases.json", all.dump());
-    auto [code, out] =
-        testing::RunShell("/usr/bin/python3 " + std::string(MMSERVE_SOURCE_DIR) +
-                          "/tests/testing/vision_reference.py " + cases_file.string() + " 2>&1");
-    ASSERT_EQ(code, 0) << out;
+    ASSERT_TRUE(testing::RunVisionReference(dir_, all));
     for (size_t i = 0; i < cases.size(); ++i) {
-      const auto reference = ReadFloats(all[i]["out"].get<std::string>());
+      const auto reference = testing::ReadRaw<float>(all[i]["out"].get<std::string>());
       ASSERT_EQ(ours[i].size(), reference.size()) << cases[i].name;
       const double tolerance = cases[i].config.datatype == DataType::kFp16 ? 2e-3 : kTolerance;
       double worst = 0;

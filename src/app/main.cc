@@ -32,7 +32,20 @@ int main(int argc, char** argv) {
   mmserve::ServeOptions serve;
   serve.lock_dir = mmserve::DeviceLock::DefaultDir();
   auto* serve_cmd = app.add_subcommand("serve", "serve the models of a YAML file");
-  serve_cmd->add_option("config", serve.config, "YAML file")->required()->check(CLI::ExistingFile);
+  auto* config_opt = serve_cmd->add_option("config", serve.config,
+                                           "YAML file, or a directory of model files")
+                          ->check(CLI::ExistingPath);
+  auto* model_dir_opt =
+      serve_cmd
+          ->add_option("--model-dir", serve.config,
+                       "serve every model file in this directory (KServe's /mnt/models): "
+                       "the same as giving the directory as the config")
+          ->check(CLI::ExistingDirectory)
+          ->excludes(config_opt);
+  serve_cmd->add_option("--model-name", serve.model_name,
+                        "with a model directory holding one model: its name (KServe passes "
+                        "the InferenceService's)");
+  config_opt->excludes(model_dir_opt);
   serve_cmd->add_option("--host", serve.host, "address to bind (default: global.host, 127.0.0.1)");
   serve_cmd->add_option("--port", serve.port, "port (default: global.port, 8000; 0 = any free)")
       ->check(CLI::Range(0, 65535));
@@ -44,7 +57,8 @@ int main(int argc, char** argv) {
 
   std::filesystem::path validate_config;
   auto* validate_cmd = app.add_subcommand("validate", "validate a YAML file; load nothing");
-  validate_cmd->add_option("config", validate_config, "YAML file")->required();
+  validate_cmd->add_option("config", validate_config, "YAML file, or a directory of model files")
+      ->required();
   bool validate_no_plan = false;
   validate_cmd->add_flag("--no-plan", validate_no_plan,
                          "skip the memory plan (by default it is printed per device, and a plan "
@@ -57,6 +71,10 @@ int main(int argc, char** argv) {
   auto* version_cmd = app.add_subcommand("version", "print the version");
 
   CLI11_PARSE(app, argc, argv);
+  if (*serve_cmd && serve.config.empty()) {
+    std::cerr << "serve: a YAML file or a model directory is required (config or --model-dir)\n";
+    return mmserve::kExitConfig;
+  }
   mmserve::ConfigureLogging(log_level.empty() ? "info" : log_level);
   serve.log_level_from_config = log_level.empty();
   if (*serve_cmd) return mmserve::Serve(serve);

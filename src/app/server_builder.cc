@@ -226,7 +226,7 @@ Result<Frontends> StartFrontends(const GlobalConfig& global, InferenceService& s
 
 int Serve(const ServeOptions& options) {
   BuiltIns builtins;
-  auto config = LoadConfigFile(options.config, builtins.backends);
+  auto config = LoadConfigFile(options.config, builtins.backends, options.model_name);
   if (!config.ok()) {
     spdlog::error("{}: {}", options.config.string(), config.status().message());
     return kExitConfig;

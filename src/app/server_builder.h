@@ -49,7 +49,8 @@ std::vector<RuntimeLease> HoldRuntimes(const ServerConfig& config, const Backend
                                        RuntimeGuard& guard, Status* failed = nullptr);
 
 struct ServeOptions {
-  std::filesystem::path config;
+  std::filesystem::path config;  // a YAML file, or a model directory (config/model_dir.h)
+  std::string model_name;        // a model directory's one model's name; empty: its file's stem
   std::optional<std::string> host;  // overrides global.host
   std::optional<int> port;          // overrides global.port
   std::optional<int> grpc_port;     // overrides global.grpc_port (-1: no gRPC)

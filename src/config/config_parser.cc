@@ -14,6 +14,7 @@
 #include "common/json.h"
 #include "common/strings.h"
 #include "config/config_readers.h"
+#include "config/model_dir.h"
 #include "config/yaml_tree.h"
 
 namespace mmserve {
@@ -323,8 +324,7 @@ class Parser {
     std::vector<fs::path> candidates;
     std::error_code ec;
     for (const auto& dirent : fs::directory_iterator(dir, ec)) {
-      const std::string ext = dirent.path().extension().string();
-      if (dirent.is_regular_file(ec) && (ext == ".om" || ext == ".gguf" || ext == ".onnx")) {
+      if (dirent.is_regular_file(ec) && IsModelFile(dirent.path())) {
         candidates.push_back(dirent.path());
       }
     }
@@ -560,7 +560,19 @@ Result<std::vector<ModelConfig>> ParseModelEntry(const nlohmann::json& entry,
 }
 
 Result<ServerConfig> LoadConfigFile(const std::filesystem::path& file,
-                                    const BackendCatalog& catalog) {
+                                    const BackendCatalog& catalog,
+                                    const std::string& model_name) {
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) {
+    MMS_ASSIGN_OR_RETURN(const std::string yaml, ModelDirYaml(file, model_name));
+    MMS_ASSIGN_OR_RETURN(ServerConfig config, ParseConfig(yaml, file.string(), catalog));
+    config.model_name = model_name;
+    return config;
+  }
+  if (!model_name.empty()) {
+    return InvalidArgument("--model-name names the model of a model directory; " +
+                           file.string() + " is a file");
+  }
   std::ifstream in(file);
   if (!in) return NotFound("cannot read config file " + file.string());
   std::stringstream text;

@@ -14,9 +14,11 @@
 
 namespace mmserve {
 
-// Reads `file`, parses it and validates it against `catalog`.
+// Reads `file`, parses it and validates it against `catalog`. A directory stands for the YAML
+// file ModelDirYaml writes for it (config/model_dir.h), `model_name` naming its one model.
 Result<ServerConfig> LoadConfigFile(const std::filesystem::path& file,
-                                    const BackendCatalog& catalog);
+                                    const BackendCatalog& catalog,
+                                    const std::string& model_name = "");
 
 // Same, for YAML text already in memory; `file` names it in errors and anchors relative paths.
 Result<ServerConfig> ParseConfig(const std::string& yaml, const std::string& file,

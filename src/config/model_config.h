@@ -159,7 +159,8 @@ struct GlobalConfig {
 };
 
 struct ServerConfig {
-  std::string file;
+  std::string file;        // the YAML file, or a model directory (config/model_dir.h)
+  std::string model_name;  // a model directory's one model's name (--model-name); else empty
   GlobalConfig global;
   std::vector<ModelConfig> models;  // in file order, which is also the load order
 };

@@ -13,8 +13,9 @@ namespace mmserve {
 
 namespace fs = std::filesystem;
 
-Result<ServerConfig> ReadConfigFile(const std::string& file, const BackendRegistry& backends) {
-  auto next = LoadConfigFile(file, backends);
+Result<ServerConfig> ReadConfigFile(const std::string& file, const BackendRegistry& backends,
+                                    const std::string& model_name) {
+  auto next = LoadConfigFile(file, backends, model_name);
   if (!next.ok()) return InvalidArgument(file + ": " + std::string(next.status().message()));
   return next;
 }
@@ -52,14 +53,20 @@ Result<std::vector<ModelConfig>> ReadModelEntry(const std::string& name, nlohman
 std::string WatchStamp(const ServerConfig& served) {
   std::string stamp;
   std::error_code ec;
+  // The file a symlink leads to is part of the stamp: a Kubernetes ConfigMap volume updates a
+  // file by switching a `..data` symlink to a new folder, whatever the times and sizes say.
   auto add_file = [&](const fs::path& file) {
-    const auto size = fs::file_size(file, ec);
-    const auto mtime = fs::last_write_time(file, ec).time_since_epoch().count();
-    stamp += file.string() + ":" + std::to_string(ec ? -1 : static_cast<int64_t>(size)) + ":" +
-             std::to_string(mtime) + ";";
+    std::error_code size_ec, time_ec, target_ec;
+    const auto size = fs::file_size(file, size_ec);
+    const auto mtime = fs::last_write_time(file, time_ec).time_since_epoch().count();
+    const fs::path target = fs::canonical(file, target_ec);
+    stamp += file.string() + ">" + target.string() + ":" +
+             std::to_string(size_ec ? -1 : static_cast<int64_t>(size)) + ":" +
+             std::to_string(time_ec ? -1 : mtime) + ";";
   };
   std::set<fs::path> folders;
   add_file(served.file);
+  if (fs::is_directory(served.file, ec)) folders.insert(served.file);  // a model directory
   for (const auto& m : served.models) {
     if (!m.versions_dir.empty()) folders.insert(m.versions_dir);
     if (!m.path.empty()) add_file(m.path);

@@ -18,8 +18,10 @@
 
 namespace mmserve {
 
-// The YAML file read anew (and its version folders scanned); errors are prefixed by the file.
-Result<ServerConfig> ReadConfigFile(const std::string& file, const BackendRegistry& backends);
+// The YAML file (or model directory, `model_name` naming its one model) read anew, its version
+// folders scanned; errors are prefixed by the file.
+Result<ServerConfig> ReadConfigFile(const std::string& file, const BackendRegistry& backends,
+                                    const std::string& model_name = "");
 
 // A model entry (as under `models:`, as JSON) the repository API sent for model `name`: read
 // as if it were in `current`'s YAML file, its files inside global.model_roots.

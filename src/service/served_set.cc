@@ -15,7 +15,8 @@ ServedSetChanges::ServedSetChanges(const BackendRegistry& backends, ModelRegistr
       resubmit_(std::move(resubmit)) {}
 
 Result<ReloadReport> ServedSetChanges::Reload() {
-  auto next = ReadConfigFile(registry_.config().file, backends_);
+  const ServerConfig current = registry_.config();
+  auto next = ReadConfigFile(current.file, backends_, current.model_name);
   if (!next.ok()) return next.status();
   return Apply(std::move(*next));
 }

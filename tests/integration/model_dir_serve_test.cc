@@ -1,0 +1,105 @@
+// KServe's hand-over, through the real binary: the storage initializer leaves the model in a
+// directory (/mnt/models) and the ServingRuntime's arguments name it and the model; mmserve
+// serves what it finds there with no YAML file.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "testing/http_client.h"
+#include "testing/models.h"
+#include "testing/server_process.h"
+#include "testing/test_util.h"
+
+namespace mmserve {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+class ModelDirServeTest : public ::testing::Test {
+ protected:
+  // `name` in the model directory, a copy of the generated model `model`.
+  void Put(const std::string& name, const std::string& model) {
+    fs::create_directories((models_ / name).parent_path());
+    fs::copy_file(testing::GeneratedModel(model), models_ / name);
+  }
+  std::vector<std::string> Serve(std::vector<std::string> args) const {
+    std::vector<std::string> all = {"serve", "--port", "0", "--lock-dir",
+                                    (dir_.path() / "locks").string()};
+    all.insert(all.end(), args.begin(), args.end());
+    return all;
+  }
+
+  testing::TempDir dir_;
+  fs::path models_ = dir_.path() / "mnt-models";
+};
+
+// What the ServingRuntime in deploy/kserve passes for one InferenceService.
+TEST_F(ModelDirServeTest, ServesTheOneModelUnderTheInferenceServiceName) {
+  Put("model.gguf", "bert-tiny.gguf");
+  testing::ServerProcess server(
+      Serve({"--model-dir", models_.string(), "--model-name", "my-embedder"}),
+      dir_.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  testing::HttpClient http(server.port());
+  EXPECT_EQ(http.Get("/v2/health/ready").status, 200);
+  EXPECT_EQ(http.Get("/v2/models/my-embedder/ready").status, 200);
+  auto infer = http.Post("/v2/models/my-embedder/infer",
+                         R"({"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[2],)"
+                         R"("data":["hello","world"]}]})");
+  ASSERT_EQ(infer.status, 200) << infer.body;
+  EXPECT_EQ(json::parse(infer.body)["outputs"][0]["shape"], json::array({2, 64}));
+  // The task came from the GGUF header: an encoder without a classification head embeds.
+  auto openai = http.Post("/v1/embeddings", R"({"model":"my-embedder","input":"hi"})");
+  EXPECT_EQ(openai.status, 200) << openai.body;
+  EXPECT_EQ(http.Get("/v2/models/model/ready").status, 404);
+  EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
+}
+
+// A Triton-style repository: files and folders become models, version folders versions, and a
+// reload sees a version added since.
+TEST_F(ModelDirServeTest, ServesARepositoryAndReloadsIt) {
+  Put("embedder.gguf", "bert-tiny.gguf");
+  Put("ranker/1/model.gguf", "rerank-tiny.gguf");
+  Put("classifier/model.onnx", "classifier-tiny.onnx");
+  testing::ServerProcess server(Serve({models_.string()}), dir_.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  testing::HttpClient http(server.port());
+  auto index = json::parse(http.Post("/v2/repository/index", "{}").body);
+  ASSERT_EQ(index.size(), 3u) << index;
+  for (const auto& m : index) EXPECT_EQ(m["state"], "READY") << m;
+  auto rerank = http.Post("/v1/rerank",
+                          R"({"model":"ranker","query":"q","documents":["a","b"]})");
+  EXPECT_EQ(rerank.status, 200) << rerank.body;
+
+  Put("ranker/2/model.gguf", "rerank-tiny.gguf");
+  auto reload = http.Post("/v2/repository/reload", "{}");
+  ASSERT_EQ(reload.status, 200) << reload.body;
+  auto ranker = json::parse(http.Get("/v2/models/ranker").body);
+  EXPECT_EQ(ranker["versions"], json::array({"2"})) << ranker;  // the latest, as in a YAML
+  EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
+}
+
+TEST_F(ModelDirServeTest, RefusesWhatItCannotServe) {
+  Put("a.gguf", "bert-tiny.gguf");
+  Put("b.gguf", "bert-tiny.gguf");
+  auto [code, out] = testing::ServerProcess::Run(
+      Serve({"--model-dir", models_.string(), "--model-name", "x"}));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_THAT(out, HasSubstr("holds 2 (a, b)"));
+
+  std::tie(code, out) =
+      testing::ServerProcess::Run(Serve({models_.string(), "--model-dir", models_.string()}));
+  EXPECT_NE(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("excludes"));
+
+  testing::TempDir empty;
+  empty.Write("README.md", "x");
+  std::tie(code, out) = testing::ServerProcess::Run(Serve({"--model-dir", empty.path().string()}));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_THAT(out, HasSubstr("found README.md"));
+}
+
+}  // namespace
+}  // namespace mmserve

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include "common/result.h"
@@ -18,8 +19,14 @@ struct DeviceMemory {
   int64_t free = 0;    // bytes, now
 };
 
-// The host's RAM (sysinfo): the memory of every backend that runs on the CPU.
+// The host's RAM: the memory of every backend that runs on the CPU. The machine's (sysinfo),
+// bounded by the memory cgroup's limit when one is set, as in a container with a memory limit:
+// there the limit, not the node's RAM, is what the process can use before the OOM killer.
 DeviceMemory HostMemory();
+// The same, from `total` and `free` bytes, the cgroup file system at `cgroup_root` (v2, or v1
+// with its "memory" hierarchy) and the text of /proc/self/cgroup.
+DeviceMemory HostMemoryIn(const std::filesystem::path& cgroup_root,
+                          const std::string& proc_self_cgroup, int64_t total, int64_t free);
 
 class Runtime {
  public:

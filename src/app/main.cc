@@ -33,14 +33,14 @@ int main(int argc, char** argv) {
   serve.lock_dir = mmserve::DeviceLock::DefaultDir();
   auto* serve_cmd = app.add_subcommand("serve", "serve the models of a YAML file");
   auto* config_opt = serve_cmd->add_option("config", serve.config,
-                                           "YAML file, or a directory of model files")
+                                           "YAML file, a directory of model files, or one model file")
                           ->check(CLI::ExistingPath);
   auto* model_dir_opt =
       serve_cmd
           ->add_option("--model-dir", serve.config,
-                       "serve every model file in this directory (KServe's /mnt/models): "
-                       "the same as giving the directory as the config")
-          ->check(CLI::ExistingDirectory)
+                       "serve every model file in this directory, or this one model file "
+                       "(KServe's /mnt/models): the same as giving it as the config")
+          ->check(CLI::ExistingPath)
           ->excludes(config_opt);
   serve_cmd->add_option("--model-name", serve.model_name,
                         "with a model directory holding one model: its name (KServe passes "

@@ -563,7 +563,7 @@ Result<ServerConfig> LoadConfigFile(const std::filesystem::path& file,
                                     const BackendCatalog& catalog,
                                     const std::string& model_name) {
   std::error_code ec;
-  if (fs::is_directory(file, ec)) {
+  if (fs::is_directory(file, ec) || IsModelFile(file)) {
     MMS_ASSIGN_OR_RETURN(const std::string yaml, ModelDirYaml(file, model_name));
     MMS_ASSIGN_OR_RETURN(ServerConfig config, ParseConfig(yaml, file.string(), catalog));
     config.model_name = model_name;

@@ -14,8 +14,9 @@
 
 namespace mmserve {
 
-// Reads `file`, parses it and validates it against `catalog`. A directory stands for the YAML
-// file ModelDirYaml writes for it (config/model_dir.h), `model_name` naming its one model.
+// Reads `file`, parses it and validates it against `catalog`. A directory or a model file
+// stands for the YAML ModelDirYaml writes for it (config/model_dir.h), `model_name` naming its
+// one model.
 Result<ServerConfig> LoadConfigFile(const std::filesystem::path& file,
                                     const BackendCatalog& catalog,
                                     const std::string& model_name = "");

@@ -94,6 +94,9 @@ bool IsModelFile(const fs::path& path) {
 Result<std::string> ModelDirYaml(const fs::path& dir, const std::string& single_name) {
   std::error_code ec;
   const fs::path root = fs::absolute(dir, ec).lexically_normal();
+  if (!ec && IsModelFile(root) && fs::is_regular_file(root, ec)) {  // a mounted PVC file
+    return Emit({{single_name.empty() ? root.stem().string() : single_name, root}});
+  }
   if (ec || !fs::is_directory(root, ec)) return NotFound("no model directory " + dir.string());
   MMS_ASSIGN_OR_RETURN(auto entries, List(root));
   std::vector<Found> models;

@@ -19,8 +19,8 @@ bool IsModelFile(const std::filesystem::path& path);
 // version folders (Triton's layout). Hidden entries (`.git`, a ConfigMap's `..data`) and other
 // files are skipped; split GGUF files are refused. With `single_name` the directory must hold
 // exactly one model, which takes that name (KServe passes the InferenceService's name). Paths
-// are absolute; every other setting is the default. Error: no model found, or the listing
-// failed.
+// are absolute; every other setting is the default. `dir` may also be one model file (KServe
+// mounts a PVC's file there): that model. Error: no model found, or the listing failed.
 Result<std::string> ModelDirYaml(const std::filesystem::path& dir, const std::string& single_name);
 
 }  // namespace mmserve

@@ -61,6 +61,18 @@ TEST_F(ModelDirTest, ModelNameRenamesTheOneModel) {
   EXPECT_THAT(two.status().message(), HasSubstr("holds 2 (model, other)"));
 }
 
+// KServe mounts a PVC's sub-path at /mnt/models: that may be the model file itself.
+TEST_F(ModelDirTest, OneModelFileIsThatModel) {
+  const auto file = dir_.Write("embedder.gguf", "x");
+  auto yaml = ModelDirYaml(file, "");
+  ASSERT_TRUE(yaml.ok()) << yaml.status().ToString();
+  EXPECT_THAT(Models(*yaml), ElementsAre(Pair("embedder", At("embedder.gguf"))));
+  auto named = ModelDirYaml(file, "my-embedder");
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_THAT(Models(*named), ElementsAre(Pair("my-embedder", At("embedder.gguf"))));
+  EXPECT_FALSE(ModelDirYaml(dir_.Write("notes.txt", "x"), "").ok());
+}
+
 TEST_F(ModelDirTest, HostileFileNamesStayStrings) {
   // A name that would be YAML syntax if pasted: it must come back as one plain string.
   const std::string name = "a\", backend: identity, b: \"#x";

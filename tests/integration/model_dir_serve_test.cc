@@ -57,6 +57,19 @@ TEST_F(ModelDirServeTest, ServesTheOneModelUnderTheInferenceServiceName) {
   EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
 }
 
+// KServe mounts a PVC's sub-path: /mnt/models may be the model file itself.
+TEST_F(ModelDirServeTest, ServesAModelFileMountedAsTheDirectory) {
+  Put("model.gguf", "rerank-tiny.gguf");
+  testing::ServerProcess server(
+      Serve({"--model-dir", (models_ / "model.gguf").string(), "--model-name", "ranker"}),
+      dir_.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  testing::HttpClient http(server.port());
+  auto rerank = http.Post("/v1/rerank", R"({"model":"ranker","query":"q","documents":["a"]})");
+  EXPECT_EQ(rerank.status, 200) << rerank.body;
+  EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
+}
+
 // A Triton-style repository: files and folders become models, version folders versions, and a
 // reload sees a version added since.
 TEST_F(ModelDirServeTest, ServesARepositoryAndReloadsIt) {

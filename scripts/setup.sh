@@ -21,15 +21,22 @@ APT_PACKAGES=(
   libboost-dev libboost-system-dev libyaml-cpp-dev nlohmann-json3-dev libsimdjson-dev libspdlog-dev libfmt-dev
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-numpy
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libopencv-dev python3-onnx
+  openssl
 )
 # Only the tests need these: the Python gRPC client, promtool (checks /metrics), and clang with
 # its runtime libraries for the libFuzzer harnesses (scripts/fuzz.sh), and OpenCV's
-# Python module and its sample photos (the references and inputs of the vision tests).
-TEST_PACKAGES=(python3-grpcio python3-protobuf prometheus clang-14 libclang-rt-14-dev python3-opencv opencv-doc)
+# Python module and its sample photos (the references and inputs of the vision tests), and
+# what the deployment test renders and reads manifests with (kubectl kustomize, PyYAML).
+TEST_PACKAGES=(python3-grpcio python3-protobuf prometheus clang-14 libclang-rt-14-dev python3-opencv opencv-doc
+  python3-yaml)
 
 install_packages() {
   local missing=() wanted=("${APT_PACKAGES[@]}")
   [[ "${1:-}" == "--with-reference-tools" ]] && wanted+=("${TEST_PACKAGES[@]}")
+  # npm fetches llama.cpp; a kubectl of any origin renders the manifests: Debian's only if none.
+  command -v npm >/dev/null || wanted+=(npm)
+  [[ "${1:-}" == "--with-reference-tools" ]] && ! command -v kubectl >/dev/null &&
+    wanted+=(kubernetes-client)
   for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done

@@ -334,17 +334,22 @@ void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferRes
   breaker_.Record(p.ticket, executed ? outcome : CircuitBreaker::Outcome::kNeutral, what, now);
   {
     std::lock_guard lock(stats_mu_);
+    const int64_t took = Nanos(now - p.enqueued);
     if (status.ok()) {
       ++stats_.success;
+      stats_.success_ns += took;
     } else if (!executed && status.code() == StatusCode::kDeadlineExceeded) {
       ++stats_.expired;
+      stats_.fail_ns += took;
     } else if (status.code() == StatusCode::kCancelled) {
       ++stats_.cancelled;
     } else if (outcome == CircuitBreaker::Outcome::kFailure ||
                outcome == CircuitBreaker::Outcome::kTimeout) {
       ++stats_.failure;
+      stats_.fail_ns += took;
     } else {
       ++stats_.success;  // answered, with the request's own error
+      stats_.success_ns += took;
     }
     if (executed) {
       stats_.queue_ns += Nanos(p.started - p.enqueued);

@@ -81,6 +81,8 @@ struct SchedulerStats {
   int64_t execution_count = 0;  // batches executed
   int64_t queue_ns = 0;         // summed over requests: enqueue → execution start
   int64_t compute_ns = 0;       // summed over requests: execution start → end
+  int64_t success_ns = 0;       // summed over successes: enqueue → answer (Triton's success.ns)
+  int64_t fail_ns = 0;          // summed over failures and expiries: enqueue → answer
   std::map<int, BatchStats> batches;  // by executed batch size (tier)
   std::array<int64_t, kMaxPriorityLevel + 1> queued{};  // by level (index 0 unused)
   int64_t executing = 0;

@@ -13,8 +13,8 @@ ModelStatistics StatisticsOf(const ModelInfo& info) {
   out.loaded = true;
   out.inference_count = st.inference_count;
   out.execution_count = st.execution_count;
-  out.success = {st.success, 0};
-  out.fail = {st.failure + st.expired, 0};
+  out.success = {st.success, st.success_ns};
+  out.fail = {st.failure + st.expired, st.fail_ns};
   out.queue = {executed, st.queue_ns};
   out.compute_infer = {executed, st.compute_ns};
   for (const auto& [size, b] : st.batches) out.batches[size] = {b.executions, b.compute_ns};

@@ -8,6 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include "app/server_builder.h"
+#include "build_info.h"  // generated: cmake/build_info.cmake
+#include "common/strings.h"
 #include "common/logging.h"
 #include "runtime/device_lock.h"
 
@@ -80,6 +82,13 @@ int main(int argc, char** argv) {
   if (*serve_cmd) return mmserve::Serve(serve);
   if (*validate_cmd) return mmserve::Validate(validate_config, !validate_no_plan);
   if (*doctor_cmd) return mmserve::Doctor(doctor_lock_dir);
-  if (*version_cmd) std::cout << "mmserve " << MMSERVE_VERSION << "\n";
+  if (*version_cmd) {
+    mmserve::BuiltIns builtins;
+    std::cout << "mmserve " << MMSERVE_VERSION << " (commit " << MMSERVE_COMMIT << ")\n"
+              << "llama.cpp " << MMSERVE_LLAMA_TAG << " (commit " << MMSERVE_LLAMA_COMMIT
+              << ", from node-llama-cpp's bundle)\n"
+              << "backends: " << mmserve::Join(builtins.backends.BuiltIn(), ", ") << "\n"
+              << "build: " << MMSERVE_BUILD_FLAGS << "\n";
+  }
   return 0;
 }

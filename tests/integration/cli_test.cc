@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 
 #include <gmock/gmock.h>
@@ -164,7 +165,18 @@ TEST(CliTest, DoctorReportsTheHostAndNeverFailsWithoutAccelerators) {
 TEST(CliTest, VersionPrintsTheVersion) {
   auto [code, out] = ServerProcess::Run({"version"});
   EXPECT_EQ(code, 0);
-  EXPECT_THAT(out, HasSubstr("mmserve 0.1.0"));
+  EXPECT_THAT(out, HasSubstr("mmserve 0.1.0 (commit "));
+  // The commit this binary was built from, as git names it (the test runs in the checkout).
+  const auto [git_code, head] =
+      testing::RunShell("git -C " MMSERVE_SOURCE_DIR " rev-parse --short=12 HEAD");
+  if (git_code == 0) {
+    EXPECT_THAT(out, HasSubstr("(commit " + head.substr(0, 12)));
+  }
+  std::string tag = testing::ReadFile(MMSERVE_SOURCE_DIR "/.deps/llama.cpp/.mmserve-tag");
+  while (!tag.empty() && std::isspace(static_cast<unsigned char>(tag.back()))) tag.pop_back();
+  EXPECT_THAT(out, HasSubstr("llama.cpp " + tag + " (commit "));
+  EXPECT_THAT(out, HasSubstr("backends: acl, identity, llama"));
+  EXPECT_THAT(out, HasSubstr("CUDA OFF, CANN OFF"));
 }
 
 }  // namespace

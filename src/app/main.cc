@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
 
   mmserve::ServeOptions serve;
   serve.lock_dir = mmserve::DeviceLock::DefaultDir();
-  auto* serve_cmd = app.add_subcommand("serve", "serve the models of a YAML file");
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "serve the models of a YAML file, a model directory, or --model files");
   auto* config_opt = serve_cmd->add_option("config", serve.config,
                                            "YAML file, a directory of model files, or one model file")
                           ->check(CLI::ExistingPath);
@@ -44,10 +45,27 @@ int main(int argc, char** argv) {
                        "(KServe's /mnt/models): the same as giving it as the config")
           ->check(CLI::ExistingPath)
           ->excludes(config_opt);
-  serve_cmd->add_option("--model-name", serve.model_name,
-                        "with a model directory holding one model: its name (KServe passes "
-                        "the InferenceService's)");
-  config_opt->excludes(model_dir_opt);
+  auto* model_name_opt =
+      serve_cmd->add_option("--model-name", serve.model_name,
+                            "with a model directory holding one model: its name (KServe passes "
+                            "the InferenceService's)");
+  auto* model_opt =
+      serve_cmd
+          ->add_option("--model", serve.models,
+                       "[NAME=]PATH of a model file to serve without a YAML file (repeatable; "
+                       "NAME defaults to the file's stem)")
+          ->allow_extra_args(false)  // one path per --model; a YAML after it is not a model
+          ->excludes(config_opt)
+          ->excludes(model_dir_opt)
+          ->excludes(model_name_opt);
+  serve_cmd
+      ->add_option("--task", serve.tasks,
+                   "with --model: the task (embed, rerank, generate...): one for every model, "
+                   "or one per --model in order; default: a GGUF file's own, from its header")
+      ->allow_extra_args(false)
+      ->needs(model_opt);
+  config_opt->excludes(model_dir_opt)->excludes(model_opt);
+  model_dir_opt->excludes(model_opt);
   serve_cmd->add_option("--host", serve.host, "address to bind (default: global.host, 127.0.0.1)");
   serve_cmd->add_option("--port", serve.port, "port (default: global.port, 8000; 0 = any free)")
       ->check(CLI::Range(0, 65535));
@@ -73,8 +91,8 @@ int main(int argc, char** argv) {
   auto* version_cmd = app.add_subcommand("version", "print the version");
 
   CLI11_PARSE(app, argc, argv);
-  if (*serve_cmd && serve.config.empty()) {
-    std::cerr << "serve: a YAML file or a model directory is required (config or --model-dir)\n";
+  if (*serve_cmd && serve.config.empty() && serve.models.empty()) {
+    std::cerr << "serve: a YAML file, a model directory or --model is required\n";
     return mmserve::kExitConfig;
   }
   mmserve::ConfigureLogging(log_level.empty() ? "info" : log_level);

@@ -226,9 +226,12 @@ Result<Frontends> StartFrontends(const GlobalConfig& global, InferenceService& s
 
 int Serve(const ServeOptions& options) {
   BuiltIns builtins;
-  auto config = LoadConfigFile(options.config, builtins.backends, options.model_name);
+  auto config = options.models.empty()
+                    ? LoadConfigFile(options.config, builtins.backends, options.model_name)
+                    : LoadModelArgs(options.models, options.tasks, builtins.backends);
   if (!config.ok()) {
-    spdlog::error("{}: {}", options.config.string(), config.status().message());
+    spdlog::error("{}: {}", options.models.empty() ? options.config.string() : "--model",
+                  config.status().message());
     return kExitConfig;
   }
   if (options.log_level_from_config) {

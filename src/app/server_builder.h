@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backend/backend_registry.h"
 #include "config/model_config.h"
@@ -51,6 +52,8 @@ std::vector<RuntimeLease> HoldRuntimes(const ServerConfig& config, const Backend
 struct ServeOptions {
   std::filesystem::path config;  // a YAML file, or a model directory (config/model_dir.h)
   std::string model_name;        // a model directory's one model's name; empty: its file's stem
+  std::vector<std::string> models;  // --model [NAME=]PATH, instead of `config`
+  std::vector<std::string> tasks;   // --task: none, one for all, or one per --model
   std::optional<std::string> host;  // overrides global.host
   std::optional<int> port;          // overrides global.port
   std::optional<int> grpc_port;     // overrides global.grpc_port (-1: no gRPC)

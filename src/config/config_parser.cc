@@ -559,6 +559,15 @@ Result<std::vector<ModelConfig>> ParseModelEntry(const nlohmann::json& entry,
   return Parser(config.file, catalog).RunEntry(entry, config.global);
 }
 
+Result<ServerConfig> LoadModelArgs(const std::vector<std::string>& models,
+                                   const std::vector<std::string>& tasks,
+                                   const BackendCatalog& catalog) {
+  MMS_ASSIGN_OR_RETURN(const auto args, ParseModelArgs(models, tasks));
+  MMS_ASSIGN_OR_RETURN(ServerConfig config, ParseConfig(ModelArgsYaml(args), "--model", catalog));
+  config.file.clear();
+  return config;
+}
+
 Result<ServerConfig> LoadConfigFile(const std::filesystem::path& file,
                                     const BackendCatalog& catalog,
                                     const std::string& model_name) {

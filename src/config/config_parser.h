@@ -21,6 +21,13 @@ Result<ServerConfig> LoadConfigFile(const std::filesystem::path& file,
                                     const BackendCatalog& catalog,
                                     const std::string& model_name = "");
 
+// The models named on the command line (`serve --model [NAME=]PATH --task TASK`,
+// config/model_dir.h), checked as the YAML they stand for. The config has no file: nothing
+// to reload or watch.
+Result<ServerConfig> LoadModelArgs(const std::vector<std::string>& models,
+                                   const std::vector<std::string>& tasks,
+                                   const BackendCatalog& catalog);
+
 // Same, for YAML text already in memory; `file` names it in errors and anchors relative paths.
 Result<ServerConfig> ParseConfig(const std::string& yaml, const std::string& file,
                                  const BackendCatalog& catalog);

@@ -17,11 +17,6 @@ namespace {
 // A directory with more entries than this is not a model directory (and is not listed whole).
 constexpr size_t kMaxEntries = 4096;
 
-struct Found {
-  std::string name;
-  fs::path path;  // a model file, or a folder of version folders
-};
-
 bool IsNumber(const std::string& text) {
   int64_t n = 0;
   auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), n);
@@ -72,13 +67,14 @@ Result<std::optional<fs::path>> FolderModel(const fs::path& folder) {
   return std::optional<fs::path>();
 }
 
-std::string Emit(const std::vector<Found>& models) {
+std::string Emit(const std::vector<ModelArg>& models) {
   YAML::Emitter out;
   out << YAML::BeginMap << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
   for (const auto& m : models) {
     out << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted
-        << m.name << YAML::Key << "path" << YAML::Value << YAML::DoubleQuoted << m.path.string()
-        << YAML::EndMap;
+        << m.name << YAML::Key << "path" << YAML::Value << YAML::DoubleQuoted << m.path.string();
+    if (!m.task.empty()) out << YAML::Key << "task" << YAML::Value << YAML::DoubleQuoted << m.task;
+    out << YAML::EndMap;
   }
   out << YAML::EndSeq << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
@@ -95,11 +91,11 @@ Result<std::string> ModelDirYaml(const fs::path& dir, const std::string& single_
   std::error_code ec;
   const fs::path root = fs::absolute(dir, ec).lexically_normal();
   if (!ec && IsModelFile(root) && fs::is_regular_file(root, ec)) {  // a mounted PVC file
-    return Emit({{single_name.empty() ? root.stem().string() : single_name, root}});
+    return Emit({{.name = single_name.empty() ? root.stem().string() : single_name, .path = root}});
   }
   if (ec || !fs::is_directory(root, ec)) return NotFound("no model directory " + dir.string());
   MMS_ASSIGN_OR_RETURN(auto entries, List(root));
-  std::vector<Found> models;
+  std::vector<ModelArg> models;
   std::vector<std::string> skipped;
   for (const auto& e : entries) {
     const fs::path& p = e.path();
@@ -109,11 +105,11 @@ Result<std::string> ModelDirYaml(const fs::path& dir, const std::string& single_
                              "(llama-gguf-split --merge)");
     }
     if (e.is_regular_file(ec) && IsModelFile(p)) {
-      models.push_back({p.stem().string(), p});
+      models.push_back({.name = p.stem().string(), .path = p});
     } else if (e.is_directory(ec)) {
       MMS_ASSIGN_OR_RETURN(auto model, FolderModel(p));
       if (model)
-        models.push_back({p.filename().string(), *model});
+        models.push_back({.name = p.filename().string(), .path = *model});
       else
         skipped.push_back(p.filename().string() + "/");
     } else {
@@ -139,5 +135,39 @@ Result<std::string> ModelDirYaml(const fs::path& dir, const std::string& single_
   }
   return Emit(models);
 }
+
+Result<std::vector<ModelArg>> ParseModelArgs(const std::vector<std::string>& models,
+                                             const std::vector<std::string>& tasks) {
+  if (tasks.size() > 1 && tasks.size() != models.size()) {
+    return InvalidArgument(
+        "--task: expected one for every --model, or one per --model in "
+        "order; found " +
+        std::to_string(tasks.size()) + " for " + std::to_string(models.size()) + " models");
+  }
+  std::vector<ModelArg> out;
+  for (size_t i = 0; i < models.size(); ++i) {
+    const std::string& arg = models[i];
+    ModelArg m;
+    // NAME=PATH when what comes before '=' could be a name (a path may hold '=' after a '/').
+    const size_t eq = arg.find('=');
+    std::string path = arg;
+    if (eq != std::string::npos && arg.substr(0, eq).find('/') == std::string::npos) {
+      m.name = arg.substr(0, eq);
+      path = arg.substr(eq + 1);
+    }
+    if (path.empty()) {
+      return InvalidArgument("--model \"" + arg + "\": expected [NAME=]PATH, found no path");
+    }
+    std::error_code ec;
+    m.path = fs::absolute(path, ec).lexically_normal();
+    if (ec) return InvalidArgument("--model \"" + arg + "\": " + ec.message());
+    if (m.name.empty()) m.name = m.path.stem().string();
+    if (!tasks.empty()) m.task = tasks.size() == 1 ? tasks.front() : tasks[i];
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::string ModelArgsYaml(const std::vector<ModelArg>& models) { return Emit(models); }
 
 }  // namespace mmserve

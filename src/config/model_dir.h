@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 
@@ -22,5 +23,20 @@ bool IsModelFile(const std::filesystem::path& path);
 // are absolute; every other setting is the default. `dir` may also be one model file (KServe
 // mounts a PVC's file there): that model. Error: no model found, or the listing failed.
 Result<std::string> ModelDirYaml(const std::filesystem::path& dir, const std::string& single_name);
+
+// A model named on the command line: `mmserve serve --model [NAME=]PATH [--task TASK]`.
+struct ModelArg {
+  std::string name;  // NAME, else the file's stem
+  std::filesystem::path path;
+  std::string task;  // empty: the backend's inference (a GGUF file's task from its header)
+};
+
+// Reads the `--model` arguments and the `--task` ones: none, one for every model, or one per
+// model in order. Errors name the argument.
+Result<std::vector<ModelArg>> ParseModelArgs(const std::vector<std::string>& models,
+                                             const std::vector<std::string>& tasks);
+
+// The YAML text those models stand for (paths made absolute, every other setting the default).
+std::string ModelArgsYaml(const std::vector<ModelArg>& models);
 
 }  // namespace mmserve

@@ -15,6 +15,10 @@ namespace fs = std::filesystem;
 
 Result<ServerConfig> ReadConfigFile(const std::string& file, const BackendRegistry& backends,
                                     const std::string& model_name) {
+  if (file.empty()) {
+    return FailedPrecondition("nothing to reload: the models were named on the command line "
+                              "(--model), not in a file");
+  }
   auto next = LoadConfigFile(file, backends, model_name);
   if (!next.ok()) return InvalidArgument(file + ": " + std::string(next.status().message()));
   return next;

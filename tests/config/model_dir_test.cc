@@ -108,6 +108,37 @@ TEST_F(ModelDirTest, SplitGgufIsRefusedWithTheFix) {
   EXPECT_EQ(Models(*ok).size(), 2u);
 }
 
+TEST(ModelArgsTest, NamesPathsAndTasks) {
+  auto args = ParseModelArgs({"a/embedder.gguf", "ranker=/m/rerank.gguf", "/x/k=v/llm.gguf"},
+                             {"embed", "rerank", "generate"});
+  ASSERT_TRUE(args.ok()) << args.status().ToString();
+  ASSERT_EQ(args->size(), 3u);
+  EXPECT_EQ((*args)[0].name, "embedder");
+  EXPECT_EQ((*args)[0].path, fs::current_path() / "a/embedder.gguf");
+  EXPECT_EQ((*args)[1].name, "ranker");
+  EXPECT_EQ((*args)[1].path, "/m/rerank.gguf");
+  EXPECT_EQ((*args)[2].name, "llm");  // the '=' is inside the path
+  EXPECT_EQ((*args)[2].path, "/x/k=v/llm.gguf");
+  EXPECT_EQ((*args)[2].task, "generate");
+  const YAML::Node node = YAML::Load(ModelArgsYaml(*args));
+  EXPECT_EQ(node["models"][1]["name"].as<std::string>(), "ranker");
+  EXPECT_EQ(node["models"][1]["path"].as<std::string>(), "/m/rerank.gguf");
+  EXPECT_EQ(node["models"][1]["task"].as<std::string>(), "rerank");
+}
+
+TEST(ModelArgsTest, OneTaskForAllOrOnePerModel) {
+  auto all = ParseModelArgs({"a.gguf", "b.gguf"}, {"embed"});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ((*all)[1].task, "embed");
+  auto none = ParseModelArgs({"a.gguf"}, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ((*none)[0].task, "");  // the file's own
+  auto wrong = ParseModelArgs({"a.gguf", "b.gguf", "c.gguf"}, {"embed", "rerank"});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(wrong.status().message(), HasSubstr("found 2 for 3 models"));
+  EXPECT_FALSE(ParseModelArgs({"name="}, {}).ok());
+}
+
 TEST(IsModelFileTest, ByExtension) {
   EXPECT_TRUE(IsModelFile("a/b.gguf"));
   EXPECT_TRUE(IsModelFile("b.onnx"));

@@ -94,6 +94,46 @@ TEST_F(ModelDirServeTest, ServesARepositoryAndReloadsIt) {
   EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
 }
 
+// The one-line start: model files on the command line, no YAML; tasks from the GGUF headers
+// unless given.
+TEST_F(ModelDirServeTest, ServesModelsNamedOnTheCommandLine) {
+  testing::ServerProcess server(
+      Serve({"--model", testing::GeneratedModel("bert-tiny.gguf"), "--model",
+             "ranker=" + testing::GeneratedModel("rerank-tiny.gguf"), "--model",
+             "llm=" + testing::GeneratedModel("llama-tiny.gguf")}),
+      dir_.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  testing::HttpClient http(server.port());
+  EXPECT_EQ(http.Post("/v1/embeddings", R"({"model":"bert-tiny","input":"hi"})").status, 200);
+  EXPECT_EQ(http.Post("/v1/rerank", R"({"model":"ranker","query":"q","documents":["a"]})").status,
+            200);
+  auto chat = http.Post("/v1/chat/completions",
+                        R"({"model":"llm","messages":[{"role":"user","content":"Hi"}],)"
+                        R"("max_tokens":4})");
+  EXPECT_EQ(chat.status, 200) << chat.body;
+  // Nothing to reload: the answer says why.
+  auto reload = http.Post("/v2/repository/reload", "{}");
+  EXPECT_NE(reload.status, 200);
+  EXPECT_THAT(reload.body, HasSubstr("named on the command line"));
+  EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
+}
+
+TEST_F(ModelDirServeTest, RefusesModelsItCannotServe) {
+  // A task the file cannot do: the error names it and says which task fits.
+  auto [code, out] = testing::ServerProcess::Run(
+      Serve({"--model", testing::GeneratedModel("bert-tiny.gguf"), "--task", "generate"}));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_THAT(out, HasSubstr("use task: embed"));
+  // A YAML after --model is not taken for a second model.
+  std::tie(code, out) = testing::ServerProcess::Run(
+      Serve({"--model", testing::GeneratedModel("bert-tiny.gguf"),
+             std::string(MMSERVE_SOURCE_DIR) + "/examples/demo.yaml"}));
+  EXPECT_NE(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("excludes"));
+  std::tie(code, out) = testing::ServerProcess::Run(Serve({"--task", "embed"}));
+  EXPECT_NE(code, 0) << out;
+}
+
 TEST_F(ModelDirServeTest, RefusesWhatItCannotServe) {
   Put("a.gguf", "bert-tiny.gguf");
   Put("b.gguf", "bert-tiny.gguf");

@@ -13,26 +13,11 @@
 #include "common/logging.h"
 #include "runtime/device_lock.h"
 
-int main(int argc, char** argv) {
-  // Block the termination and reload signals before any thread starts, so every thread inherits the mask
-  // and Serve() alone receives them through sigwait.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);  // reload
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+namespace {
 
-  CLI::App app{"mmserve: many models, one server, one YAML file"};
-  app.require_subcommand(1);
-  std::string log_level;  // empty: global.log_level of the served config, else info
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error (default: the "
-                                           "config's global.log_level, else info)")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
-
-  mmserve::ServeOptions serve;
-  serve.lock_dir = mmserve::DeviceLock::DefaultDir();
+// `serve`'s arguments: what to serve (a YAML file, a model directory or file, or --model files:
+// one of them) and where to listen.
+CLI::App* AddServeCommand(CLI::App& app, mmserve::ServeOptions& serve) {
   auto* serve_cmd = app.add_subcommand(
       "serve", "serve the models of a YAML file, a model directory, or --model files");
   auto* config_opt = serve_cmd->add_option("config", serve.config,
@@ -75,6 +60,42 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(-1, 65535));
   serve_cmd->add_option("--lock-dir", serve.lock_dir, "device lock directory");
 
+  return serve_cmd;
+}
+
+void PrintVersion() {
+  mmserve::BuiltIns builtins;
+  std::cout << "mmserve " << MMSERVE_VERSION << " (commit " << MMSERVE_COMMIT << ")\n"
+            << "llama.cpp " << MMSERVE_LLAMA_TAG << " (commit " << MMSERVE_LLAMA_COMMIT
+            << ", from node-llama-cpp's bundle)\n"
+            << "backends: " << mmserve::Join(builtins.backends.BuiltIn(), ", ") << "\n"
+            << "build: " << MMSERVE_BUILD_FLAGS << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Block the termination and reload signals before any thread starts, so every thread inherits the mask
+  // and Serve() alone receives them through sigwait.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);  // reload
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"mmserve: many models, one server, one YAML file"};
+  app.require_subcommand(1);
+  std::string log_level;  // empty: global.log_level of the served config, else info
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error (default: the "
+                                           "config's global.log_level, else info)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+
+  mmserve::ServeOptions serve;
+  serve.lock_dir = mmserve::DeviceLock::DefaultDir();
+  auto* serve_cmd = AddServeCommand(app, serve);
+
   std::filesystem::path validate_config;
   auto* validate_cmd = app.add_subcommand("validate", "validate a YAML file; load nothing");
   validate_cmd->add_option("config", validate_config, "YAML file, or a directory of model files")
@@ -100,13 +121,6 @@ int main(int argc, char** argv) {
   if (*serve_cmd) return mmserve::Serve(serve);
   if (*validate_cmd) return mmserve::Validate(validate_config, !validate_no_plan);
   if (*doctor_cmd) return mmserve::Doctor(doctor_lock_dir);
-  if (*version_cmd) {
-    mmserve::BuiltIns builtins;
-    std::cout << "mmserve " << MMSERVE_VERSION << " (commit " << MMSERVE_COMMIT << ")\n"
-              << "llama.cpp " << MMSERVE_LLAMA_TAG << " (commit " << MMSERVE_LLAMA_COMMIT
-              << ", from node-llama-cpp's bundle)\n"
-              << "backends: " << mmserve::Join(builtins.backends.BuiltIn(), ", ") << "\n"
-              << "build: " << MMSERVE_BUILD_FLAGS << "\n";
-  }
+  if (*version_cmd) PrintVersion();
   return 0;
 }

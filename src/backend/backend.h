@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/infer_request.h"
+#include "common/histogram.h"
 #include "common/result.h"
 #include "config/config_error.h"
 #include "config/model_config.h"
@@ -136,6 +137,9 @@ class Session {
   virtual std::vector<int> batch_tiers() const { return {}; }
   // Engine counters for stats and tests (e.g. decodes, sequences). Any thread.
   virtual std::map<std::string, int64_t> counters() const { return {}; }
+  // Engine latency distributions by name (generation: time_to_first_token,
+  // time_per_output_token). Any thread.
+  virtual std::map<std::string, Histogram> histograms() const { return {}; }
   // True when one instance may run Execute() on several threads at once and an execution never
   // blocks (no device wait, no sleep): the scheduler may then run requests on the threads that
   // submit them (`execution: inline`). Any thread.

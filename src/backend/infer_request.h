@@ -50,6 +50,8 @@ inline std::string StringParam(const RequestParams& params, const std::string& k
 
 struct InferResponse {
   int64_t model_version = 0;  // the version that served it (set by the service)
+  int64_t queue_ns = 0;       // its time in the queue and in execution (set by the scheduler)
+  int64_t compute_ns = 0;
   std::vector<Tensor> outputs;
   RequestParams parameters;
 };
@@ -61,6 +63,10 @@ struct InferRequest {
   int64_t model_version = 0;  // 0: routed by label, canary or default
   std::string model_label;    // with model_version 0: the version this label points at
   std::string id;             // echoed back
+  // For the access log: how it came ("POST /v1/embeddings", "grpc ModelInfer") and the
+  // transport's request id (X-Request-Id), if any.
+  std::string route;
+  std::string trace_id;
   std::vector<Tensor> inputs;
   std::vector<std::string> requested_outputs;  // empty: every output
   RequestParams parameters;

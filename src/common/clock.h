@@ -6,10 +6,16 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 namespace mmserve {
 
 using Clock = std::chrono::steady_clock;
+
+// A measured duration in whole nanoseconds, as statistics keep it.
+inline int64_t Nanos(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
 
 class TimeSource {
  public:

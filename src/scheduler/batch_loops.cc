@@ -190,4 +190,13 @@ void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
   if (instance) instance->CancelAll(Unavailable("model '" + options_.model + "' was unloaded"));
 }
 
+void ModelScheduler::CountExecution(const Execution& execution, Clock::duration took) {
+  std::lock_guard lock(stats_mu_);
+  ++stats_.execution_count;
+  stats_.inference_count += static_cast<int64_t>(execution.items.size());
+  BatchStats& b = stats_.batches[execution.tier];
+  ++b.executions;
+  b.compute_ns += Nanos(took);
+}
+
 }  // namespace mmserve

@@ -351,21 +351,21 @@ void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferRes
       ++stats_.success;  // answered, with the request's own error
       stats_.success_ns += took;
     }
+    if (status.code() != StatusCode::kCancelled) stats_.request_latency.Record(took);
     if (executed) {
-      stats_.queue_ns += Nanos(p.started - p.enqueued);
-      stats_.compute_ns += Nanos(now - p.started);
+      const int64_t queued = Nanos(p.started - p.enqueued);
+      const int64_t computed = Nanos(now - p.started);
+      if (result.ok()) {
+        result->queue_ns = queued;
+        result->compute_ns = computed;
+      }
+      stats_.queue_ns += queued;
+      stats_.compute_ns += computed;
+      stats_.queue_latency.Record(queued);
+      stats_.compute_latency.Record(computed);
     }
   }
   Deliver(p.seq, std::move(done), std::move(result));
-}
-
-void ModelScheduler::CountExecution(const Execution& execution, Clock::duration took) {
-  std::lock_guard lock(stats_mu_);
-  ++stats_.execution_count;
-  stats_.inference_count += static_cast<int64_t>(execution.items.size());
-  BatchStats& b = stats_.batches[execution.tier];
-  ++b.executions;
-  b.compute_ns += Nanos(took);
 }
 
 void ModelScheduler::Deliver(uint64_t seq, InferCallback done, Result<InferResponse> result) {

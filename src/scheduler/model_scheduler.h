@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "common/histogram.h"
 #include "common/result.h"
 #include "config/model_config.h"
 #include "scheduler/circuit_breaker.h"
@@ -84,6 +85,11 @@ struct SchedulerStats {
   int64_t success_ns = 0;       // summed over successes: enqueue → answer (Triton's success.ns)
   int64_t fail_ns = 0;          // summed over failures and expiries: enqueue → answer
   std::map<int, BatchStats> batches;  // by executed batch size (tier)
+  // Distributions: every answered request (enqueue → answer), and the executed ones' queue and
+  // compute time.
+  Histogram request_latency;
+  Histogram queue_latency;
+  Histogram compute_latency;
   std::array<int64_t, kMaxPriorityLevel + 1> queued{};  // by level (index 0 unused)
   int64_t executing = 0;
   CircuitBreaker::State breaker = CircuitBreaker::State::kClosed;

@@ -11,10 +11,6 @@
 
 namespace mmserve {
 
-inline int64_t Nanos(Clock::duration d) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-}
-
 // What Finish() needs of a request: copied out under mu_ by whoever answers for another thread
 // (the watchdog), since the owner may free the Pending as soon as the lock is released.
 struct ModelScheduler::Ledger {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <sstream>
 
+#include "common/histogram.h"
 #include "server/model_statistics.h"
 
 namespace mmserve {
@@ -29,6 +30,13 @@ std::string Shortest(double v) {
   char buf[32];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
   return ec == std::errc() ? std::string(buf, end) : std::string("NaN");
+}
+
+// The shortest fixed-point text that reads back as `v` ("0.0005", not "5e-04"): bucket bounds.
+std::string Fixed(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  return ec == std::errc() ? std::string(buf, end) : Shortest(v);
 }
 
 using Sample = std::function<std::optional<double>(const ModelInfo&)>;
@@ -57,15 +65,23 @@ class Writer {
       }
     }
   }
-  // A summary without quantiles: name_sum and name_count per model version.
-  void Summary(const std::string& name, const char* help, const Sample& sum, const Sample& count) {
-    Head(name, "summary", help);
+  // A histogram per model version for which `value` gives one: cumulative name_bucket{le} over
+  // kLatencyBuckets then +Inf, name_sum in seconds, name_count.
+  void Histograms(const std::string& name, const char* help,
+                  const std::function<std::optional<Histogram>(const ModelInfo&)>& value) {
+    Head(name, "histogram", help);
     for (const auto& m : models_) {
-      const auto s = sum(m);
-      const auto n = count(m);
-      if (!s || !n) continue;
-      Sample1(name + "_sum", m, "", *s);
-      Sample1(name + "_count", m, "", *n);
+      const auto h = value(m);
+      if (!h) continue;
+      int64_t cumulative = 0;
+      for (size_t i = 0; i < h->counts.size(); ++i) {
+        cumulative += h->counts[i];
+        const std::string le =
+            i < kLatencyBuckets.size() ? Fixed(kLatencyBuckets[i]) : std::string("+Inf");
+        Sample1(name + "_bucket", m, ",le=\"" + le + "\"", static_cast<double>(cumulative));
+      }
+      Sample1(name + "_sum", m, "", static_cast<double>(h->sum_ns) / 1e9);
+      Sample1(name + "_count", m, "", static_cast<double>(h->count));
     }
   }
   void Plain(const std::string& name, const char* type, const char* help, double value) {
@@ -219,6 +235,36 @@ void SchedulerFamilies(Writer& w) {
            [](M m) { return Counter(m, "tokens"); });
 }
 
+// Latency distributions: the scheduler's for every model, the engine's for generation.
+void LatencyFamilies(Writer& w) {
+  auto scheduler = [](Histogram SchedulerStats::*field) {
+    return [field](M m) -> std::optional<Histogram> {
+      if (!m.stats) return std::nullopt;
+      return (*m.stats).*field;
+    };
+  };
+  auto engine = [](const char* key) {
+    return [key](M m) -> std::optional<Histogram> {
+      auto it = m.histograms.find(key);
+      if (it == m.histograms.end()) return std::nullopt;
+      return it->second;
+    };
+  };
+  w.Histograms("mmserve_request_duration_seconds",
+               "Requests answered, by time from arrival in the queue to the answer",
+               scheduler(&SchedulerStats::request_latency));
+  w.Histograms("mmserve_queue_duration_seconds", "Requests executed, by time waited in the queue",
+               scheduler(&SchedulerStats::queue_latency));
+  w.Histograms("mmserve_compute_duration_seconds", "Requests executed, by execution time",
+               scheduler(&SchedulerStats::compute_latency));
+  w.Histograms("mmserve_time_to_first_token_seconds",
+               "Generations, by time from arrival to the first generated token",
+               engine("time_to_first_token"));
+  w.Histograms("mmserve_time_per_output_token_seconds",
+               "Generated tokens after the first, by time since the previous token",
+               engine("time_per_output_token"));
+}
+
 }  // namespace
 
 std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMetrics& server) {
@@ -239,13 +285,7 @@ std::string PrometheusText(const std::vector<ModelInfo>& models, const ServerMet
   w.Plain("mmserve_http_refused_requests_total", "counter",
           "Requests refused over global.max_in_flight",
           static_cast<double>(server.refused_requests));
-  // Time to first token as a summary without quantiles: _sum and _count.
-  w.Summary("mmserve_time_to_first_token_seconds", "Arrival to the first generated token",
-            [](M m) -> std::optional<double> {
-              const auto ns = Counter(m, "first_token_ns");
-              return ns ? std::optional<double>(*ns / 1e9) : std::nullopt;
-            },
-            [](M m) { return Counter(m, "first_tokens"); });
+  LatencyFamilies(w);
   return w.str();
 }
 

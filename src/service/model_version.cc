@@ -114,6 +114,7 @@ ModelInfo ModelVersion::Snapshot() const {
     info.signature = loaded->session->signature();
     info.resident_bytes = loaded->session->resident_bytes();
     info.counters = loaded->session->counters();
+    info.histograms = loaded->session->histograms();
     info.stats = loaded->scheduler->stats();
     if (info.state == ModelState::kReady && info.stats->breaker != CircuitBreaker::State::kClosed) {
       info.state = ModelState::kUnavailable;

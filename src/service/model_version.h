@@ -72,6 +72,7 @@ struct ModelInfo {
   int64_t measured_bytes = 0;  // the heap's growth while it loaded (bytes allocated)
   int64_t resident_bytes = 0;  // what the session reports holding now
   std::map<std::string, int64_t> counters;  // the session's engine counters
+  std::map<std::string, Histogram> histograms;  // ... and its latency distributions
   std::optional<SchedulerStats> stats;      // while loaded
   int64_t loads = 0;                        // loads started so far
   int64_t evictions = 0;                    // unloads to make room for another model

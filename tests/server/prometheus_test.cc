@@ -29,7 +29,14 @@ ModelInfo Model(const std::string& name, bool loaded) {
     st.queue_ns = 2'000'000'000;
     st.compute_ns = 500'000'000;
     st.breaker = CircuitBreaker::State::kOpen;
+    st.request_latency.Record(3'000'000);    // (2.5, 5] ms
+    st.request_latency.Record(3'000'000);
+    st.request_latency.Record(90'000'000'000);  // 90 s: +Inf
     info.stats = st;
+    Histogram ttft;
+    ttft.Record(150'000'000);
+    ttft.Record(150'000'000);
+    info.histograms["time_to_first_token"] = ttft;
     info.counters = {{"generated_tokens", 42}, {"first_tokens", 2}, {"first_token_ns", 300'000'000}};
   }
   return info;
@@ -50,6 +57,26 @@ TEST(PrometheusTest, SamplesCarryModelAndVersionAndEachFamilyHasHelpAndType) {
   EXPECT_THAT(text, HasSubstr("mmserve_tokens_generated_total{model=\"a\\\"b\",version=\"2\"} 42"));
   EXPECT_THAT(text, HasSubstr("mmserve_time_to_first_token_seconds_sum{model=\"a\\\"b\","
                               "version=\"2\"} 0.3"));
+  // Histograms: cumulative buckets with le, then +Inf, _sum in seconds and _count.
+  EXPECT_THAT(text, HasSubstr("# TYPE mmserve_request_duration_seconds histogram\n"
+                              "mmserve_request_duration_seconds_bucket{model=\"a\\\"b\","
+                              "version=\"2\",le=\"0.0005\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("mmserve_request_duration_seconds_bucket{model=\"a\\\"b\","
+                              "version=\"2\",le=\"0.0025\"} 0\n"
+                              "mmserve_request_duration_seconds_bucket{model=\"a\\\"b\","
+                              "version=\"2\",le=\"0.005\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("mmserve_request_duration_seconds_bucket{model=\"a\\\"b\","
+                              "version=\"2\",le=\"60\"} 2\n"
+                              "mmserve_request_duration_seconds_bucket{model=\"a\\\"b\","
+                              "version=\"2\",le=\"+Inf\"} 3\n"
+                              "mmserve_request_duration_seconds_sum{model=\"a\\\"b\","
+                              "version=\"2\"} 90.006\n"
+                              "mmserve_request_duration_seconds_count{model=\"a\\\"b\","
+                              "version=\"2\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("mmserve_time_to_first_token_seconds_count{model=\"a\\\"b\","
+                              "version=\"2\"} 2\n"));
+  // An encoder has no generation histograms: no empty family samples for it.
+  EXPECT_THAT(text, Not(HasSubstr("mmserve_time_per_output_token_seconds_count{model=\"a")));
   // A model that is not loaded has no scheduler statistics.
   EXPECT_THAT(text, Not(HasSubstr("nv_inference_count{model=\"idle\"")));
   EXPECT_THAT(text, HasSubstr("mmserve_model_ready{model=\"idle\",version=\"2\"} 0"));

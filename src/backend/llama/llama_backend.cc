@@ -61,6 +61,11 @@ class LlamaSession final : public Session {
             {"first_tokens", static_cast<int64_t>(stats_.first_tokens.load())},
             {"first_token_ns", static_cast<int64_t>(stats_.first_token_ns.load())}};
   }
+  std::map<std::string, Histogram> histograms() const override {
+    if (!generate_) return {};
+    return {{"time_to_first_token", stats_.time_to_first_token.Snapshot()},
+            {"time_per_output_token", stats_.time_per_output_token.Snapshot()}};
+  }
 
  private:
   LlamaModelPtr model_;

@@ -67,6 +67,8 @@ struct LlamaStats {
   std::atomic<uint64_t> generated_tokens{0};  // generate: tokens sampled
   std::atomic<uint64_t> first_tokens{0};      // generate: sequences that sampled a first token
   std::atomic<uint64_t> first_token_ns{0};    // ... summed: arrival → first token
+  AtomicHistogram time_to_first_token;        // generate: arrival → first token
+  AtomicHistogram time_per_output_token;      // generate: each later token's gap to the last
 };
 
 enum class EncoderTask { kEmbed, kRerank };

@@ -250,14 +250,16 @@ bool LlamaGenerator::Sample(int seq) {
   }
   slot.generated.push_back(token);
   stats_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
+  const auto now = Clock::now();
   if (slot.generated.size() == 1) {
+    const int64_t ttft = Nanos(now - slot.request->arrival);
     stats_.first_tokens.fetch_add(1, std::memory_order_relaxed);
-    stats_.first_token_ns.fetch_add(
-        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  Clock::now() - slot.request->arrival)
-                                  .count()),
-        std::memory_order_relaxed);
+    stats_.first_token_ns.fetch_add(static_cast<uint64_t>(ttft), std::memory_order_relaxed);
+    stats_.time_to_first_token.Record(ttft);
+  } else {
+    stats_.time_per_output_token.Record(Nanos(now - slot.last_token));
   }
+  slot.last_token = now;
   slot.text += Piece(token);
   // The earliest stop string in the text ends it; only the new piece (plus the overlap a stop
   // string could span) needs searching.

@@ -56,6 +56,7 @@ class LlamaGenerator final : public ContinuousInstance {
     int max_tokens = 0;
     std::vector<std::string> stops;         // generation ends before any of these
     int logits_index = -1;                  // batch row to sample from after this step's decode
+    Clock::time_point last_token;           // when the latest token was sampled
   };
 
   LlamaGenerator(const llama_model* model, LlamaOptions options, LlamaStats& stats,

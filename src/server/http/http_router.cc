@@ -14,7 +14,7 @@
 #include "common/json.h"
 #include "server/http/json_codec.h"
 #include "server/http/openai_api.h"
-#include "server/model_statistics.h"
+#include "server/http/stats_json.h"
 #include "server/server_info.h"
 #include "server/triton_config.h"
 
@@ -54,59 +54,6 @@ json ReportToJson(const ReloadReport& r) {
           {"unchanged", r.unchanged}};
 }
 
-json Duration(const StatDuration& d) { return {{"count", d.count}, {"ns", d.ns}}; }
-
-// Triton's statistics shape (so its tools read it), with what Triton lacks under "mmserve".
-json ModelStats(const ModelInfo& info) {
-  const ModelStatistics stats = StatisticsOf(info);
-  json out = {{"name", stats.name},
-              {"version", stats.version},
-              {"inference_count", stats.inference_count},
-              {"execution_count", stats.execution_count}};
-  json mms = {{"state", std::string(ModelStateName(info.state))},
-              {"loads", info.loads},
-              {"in_flight", info.in_flight},
-              {"memory", {{"estimate_bytes", info.estimate.bytes},
-                          {"estimate_source", info.estimate.source},
-                          {"measured_bytes", info.measured_bytes},
-                          {"resident_bytes", info.resident_bytes}}},
-              {"counters", info.counters},
-              {"execution", info.config.execute_inline ? "inline" : "worker"}};
-  if (!info.reason.empty() && info.state != ModelState::kReady) mms["reason"] = info.reason;
-  if (const auto& st = info.stats) {
-    out["inference_stats"] = {{"success", Duration(stats.success)},
-                              {"fail", Duration(stats.fail)},
-                              {"queue", Duration(stats.queue)},
-                              {"compute_infer", Duration(stats.compute_infer)}};
-    json batches = json::array();
-    for (const auto& [size, b] : stats.batches) {
-      batches.push_back({{"batch_size", size}, {"compute_infer", Duration(b)}});
-    }
-    out["batch_stats"] = batches;
-    json queued = json::object();
-    for (size_t l = 1; l < st->queued.size(); ++l) {
-      if (st->queued[l] > 0) queued[std::to_string(l)] = st->queued[l];
-    }
-    json workers = json::array();
-    for (const auto& w : st->workers) {
-      workers.push_back({{"index", w.index}, {"tid", w.tid}, {"cores", w.cores},
-                         {"nice", w.nice}, {"restarts", w.restarts}});
-    }
-    mms["queued_by_level"] = queued;
-    mms["executing"] = st->executing;
-    mms["rejected"] = st->rejected;
-    mms["expired"] = st->expired;
-    mms["cancelled"] = st->cancelled;
-    mms["breaker"] = {{"state", std::string(BreakerStateName(st->breaker))},
-                      {"reason", st->breaker_reason},
-                      {"times_opened", st->breaker_opened}};
-    mms["watchdog_reports"] = st->watchdog_reports;
-    mms["priority_yields"] = {{"count", st->yields}, {"us", st->yield_ns / 1000}};
-    mms["workers"] = workers;  // none when requests execute inline
-  }
-  out["mmserve"] = mms;
-  return out;
-}
 
 // An image body (Content-Type: image/*) for `model`: a served format whose bytes agree with the
 // type, and a model whose one input takes encoded images (BYTES: a `preprocess:` model).
@@ -167,6 +114,16 @@ HttpResponse InferAnswer(const InferResponse& response, const ResponseContext& c
   res.body() = std::move(encoded.body);
   res.prepare_payload();
   return res;
+}
+
+// The request's Content-Type in lower case ("" without one).
+std::string LowerContentType(const HttpRequest& request) {
+  std::string type;
+  if (auto it = request.find(http::field::content_type); it != request.end()) {
+    type = std::string(it->value());
+    for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return type;
 }
 
 }  // namespace
@@ -290,7 +247,7 @@ std::optional<HttpResponse> HttpRouter::ServerRoute(const HttpRequest& request,
   if (target == "/v2/models/stats") {
     if (!is_get) return MethodNotAllowed("GET", target, v, ka);
     json stats = json::array();
-    for (const auto& info : service_.ListModels()) stats.push_back(ModelStats(info));
+    for (const auto& info : service_.ListModels()) stats.push_back(ModelStatsJson(info));
     return JsonResponse(http::status::ok, DumpJson(json{{"model_stats", stats}}), v, ka);
   }
   return std::nullopt;
@@ -346,7 +303,7 @@ void HttpRouter::HandleModel(const HttpRequest& request, const ModelRef& ref,
   }
   if (action == "stats") {
     return reply(JsonResponse(http::status::ok,
-                              DumpJson(json{{"model_stats", {ModelStats(*info)}}}), v, ka));
+                              DumpJson(json{{"model_stats", {ModelStatsJson(*info)}}}), v, ka));
   }
   reply(JsonResponse(http::status::ok, DumpJson(ModelMetadata(*info)), v, ka));
 }
@@ -363,11 +320,7 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
   // serve the request (routed once, here).
   std::optional<ModelDescription> raw_target;
   // Content-Type: image/*: the body is one encoded image for the model's one (image) input.
-  std::string content_type;
-  if (auto it = request.find(http::field::content_type); it != request.end()) {
-    content_type = std::string(it->value());
-    for (char& c : content_type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
+  const std::string content_type = LowerContentType(request);
   const bool image = content_type.starts_with("image/");
   Result<ParsedInferRequest> parsed = [&]() -> Result<ParsedInferRequest> {
     if (*header_length != 0u && !image) return ParseInferRequest(request.body(), *header_length);
@@ -385,6 +338,8 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
   if (!parsed.ok()) return reply(ErrorResponse(parsed.status(), v, ka));
 
   auto infer = std::make_unique<InferRequest>(std::move(parsed->request));
+  infer->route = connection.route;
+  infer->trace_id = connection.request_id;
   infer->model_name = name;
   infer->model_version = ref.version;
   infer->model_label = std::string(ref.label);

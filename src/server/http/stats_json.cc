@@ -1,0 +1,77 @@
+#include "server/http/stats_json.h"
+
+#include "common/histogram.h"
+#include "server/model_statistics.h"
+
+namespace mmserve {
+namespace {
+
+using nlohmann::json;
+
+json Duration(const StatDuration& d) { return {{"count", d.count}, {"ns", d.ns}}; }
+
+// A latency histogram: each bucket's own count ("counts", the last is +Inf) under the upper
+// bounds "le" (seconds), so a client can difference two snapshots for recent quantiles.
+json HistogramJson(const Histogram& h) {
+  return {{"le", kLatencyBuckets}, {"counts", h.counts}, {"count", h.count}, {"sum_ns", h.sum_ns}};
+}
+
+}  // namespace
+
+json ModelStatsJson(const ModelInfo& info) {
+  const ModelStatistics stats = StatisticsOf(info);
+  json out = {{"name", stats.name},
+              {"version", stats.version},
+              {"inference_count", stats.inference_count},
+              {"execution_count", stats.execution_count}};
+  json mms = {{"state", std::string(ModelStateName(info.state))},
+              {"loads", info.loads},
+              {"in_flight", info.in_flight},
+              {"memory", {{"estimate_bytes", info.estimate.bytes},
+                          {"estimate_source", info.estimate.source},
+                          {"measured_bytes", info.measured_bytes},
+                          {"resident_bytes", info.resident_bytes}}},
+              {"counters", info.counters},
+              {"execution", info.config.execute_inline ? "inline" : "worker"}};
+  if (!info.reason.empty() && info.state != ModelState::kReady) mms["reason"] = info.reason;
+  if (const auto& st = info.stats) {
+    out["inference_stats"] = {{"success", Duration(stats.success)},
+                              {"fail", Duration(stats.fail)},
+                              {"queue", Duration(stats.queue)},
+                              {"compute_infer", Duration(stats.compute_infer)}};
+    json batches = json::array();
+    for (const auto& [size, b] : stats.batches) {
+      batches.push_back({{"batch_size", size}, {"compute_infer", Duration(b)}});
+    }
+    out["batch_stats"] = batches;
+    json queued = json::object();
+    for (size_t l = 1; l < st->queued.size(); ++l) {
+      if (st->queued[l] > 0) queued[std::to_string(l)] = st->queued[l];
+    }
+    json workers = json::array();
+    for (const auto& w : st->workers) {
+      workers.push_back({{"index", w.index}, {"tid", w.tid}, {"cores", w.cores},
+                         {"nice", w.nice}, {"restarts", w.restarts}});
+    }
+    mms["queued_by_level"] = queued;
+    mms["executing"] = st->executing;
+    mms["rejected"] = st->rejected;
+    mms["expired"] = st->expired;
+    mms["cancelled"] = st->cancelled;
+    mms["breaker"] = {{"state", std::string(BreakerStateName(st->breaker))},
+                      {"reason", st->breaker_reason},
+                      {"times_opened", st->breaker_opened}};
+    mms["watchdog_reports"] = st->watchdog_reports;
+    mms["priority_yields"] = {{"count", st->yields}, {"us", st->yield_ns / 1000}};
+    mms["workers"] = workers;  // none when requests execute inline
+    json latency = {{"request", HistogramJson(st->request_latency)},
+                    {"queue", HistogramJson(st->queue_latency)},
+                    {"compute", HistogramJson(st->compute_latency)}};
+    for (const auto& [name, h] : info.histograms) latency[name] = HistogramJson(h);
+    mms["latency"] = latency;
+  }
+  out["mmserve"] = mms;
+  return out;
+}
+
+}  // namespace mmserve

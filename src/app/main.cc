@@ -91,6 +91,13 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error (default: the "
                                            "config's global.log_level, else info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format, "text, or json (one JSON object per line)")
+      ->check(CLI::IsMember({"text", "json"}));
+  bool access_log = true;
+  app.add_flag("--access-log,!--no-access-log", access_log,
+               "a line per inference request at info (default: on)");
+  app.fallthrough();  // the options above may follow the subcommand too
 
   mmserve::ServeOptions serve;
   serve.lock_dir = mmserve::DeviceLock::DefaultDir();
@@ -116,7 +123,10 @@ int main(int argc, char** argv) {
     std::cerr << "serve: a YAML file, a model directory or --model is required\n";
     return mmserve::kExitConfig;
   }
-  mmserve::ConfigureLogging(log_level.empty() ? "info" : log_level);
+  mmserve::ConfigureLogging(log_level.empty() ? "info" : log_level,
+                            log_format == "json" ? mmserve::LogFormat::kJson
+                                                 : mmserve::LogFormat::kText,
+                            access_log);
   serve.log_level_from_config = log_level.empty();
   if (*serve_cmd) return mmserve::Serve(serve);
   if (*validate_cmd) return mmserve::Validate(validate_config, !validate_no_plan);

@@ -235,7 +235,7 @@ int Serve(const ServeOptions& options) {
     return kExitConfig;
   }
   if (options.log_level_from_config) {
-    spdlog::set_level(spdlog::level::from_str(config->global.log_level));
+    SetLogLevel(config->global.log_level);
   }
   ApplyOverrides(options, config->global);
   const GlobalConfig global = config->global;

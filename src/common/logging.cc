@@ -1,16 +1,93 @@
 #include "common/logging.h"
 
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
-namespace mmserve {
+#include <atomic>
+#include <chrono>
+#include <ctime>
 
-void ConfigureLogging(std::string_view level) {
+#include "common/json.h"
+
+namespace mmserve {
+namespace {
+
+std::atomic<LogFormat> g_format{LogFormat::kText};
+std::atomic<bool> g_access_log{true};
+
+// {"time":"…Z","level":"info","thread":N,"logger":"mmserve","msg":"…"}: a JSON object per
+// line. The access logger's message is already a JSON object of its fields; its members join
+// the line's instead of becoming a string.
+class JsonFormatter final : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    const auto since = msg.time.time_since_epoch();
+    const std::time_t seconds = std::chrono::duration_cast<std::chrono::seconds>(since).count();
+    const auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(since).count() % 1000;
+    std::tm utc{};
+    gmtime_r(&seconds, &utc);
+    char time[40];
+    const size_t n = std::strftime(time, sizeof time, "%Y-%m-%dT%H:%M:%S", &utc);
+    std::snprintf(time + n, sizeof time - n, ".%03dZ", static_cast<int>(millis));
+    const auto level = spdlog::level::to_string_view(msg.level);
+    std::string line = "{\"time\":\"" + std::string(time) + "\",\"level\":\"" +
+                       std::string(level.data(), level.size()) +
+                       "\",\"thread\":" + std::to_string(msg.thread_id) + ",\"logger\":" +
+                       DumpJson(std::string(msg.logger_name.data(), msg.logger_name.size()));
+    const std::string_view payload(msg.payload.data(), msg.payload.size());
+    if (msg.logger_name == "access" && payload.size() > 2 && payload.front() == '{') {
+      line += "," + std::string(payload.substr(1));
+    } else {
+      // Replaces invalid UTF-8 rather than throwing: a message may quote a client's bytes.
+      line += ",\"msg\":" +
+              DumpJson(nlohmann::json(std::string(payload))) +
+              "}";
+    }
+    line += "\n";
+    dest.append(line.data(), line.data() + line.size());
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<JsonFormatter>();
+  }
+};
+
+std::shared_ptr<spdlog::logger> LoggerNamed(const std::string& name) {
+  if (auto logger = spdlog::get(name)) return logger;
   // stderr, so that `mmserve validate` and `doctor` keep stdout for their own output.
-  auto logger = spdlog::stderr_color_mt("mmserve");
+  return spdlog::stderr_color_mt(name);
+}
+
+}  // namespace
+
+void ConfigureLogging(std::string_view level, LogFormat format, bool access_log) {
+  auto logger = LoggerNamed("mmserve");
+  auto access = LoggerNamed("access");
   spdlog::set_default_logger(logger);
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%L%$ [%t] %v");
-  spdlog::set_level(spdlog::level::from_str(std::string(level)));
-  spdlog::flush_on(spdlog::level::info);
+  g_format = format;
+  for (const auto& l : {logger, access}) {
+    if (format == LogFormat::kJson) {
+      l->set_formatter(std::make_unique<JsonFormatter>());
+    } else {
+      l->set_formatter(
+          std::make_unique<spdlog::pattern_formatter>("%Y-%m-%dT%H:%M:%S.%e %^%L%$ [%t] %v"));
+    }
+    l->flush_on(spdlog::level::info);
+  }
+  g_access_log = access_log;
+  SetLogLevel(level);
+}
+
+void SetLogLevel(std::string_view level) {
+  const auto parsed = spdlog::level::from_str(std::string(level));
+  LoggerNamed("mmserve")->set_level(parsed);
+  LoggerNamed("access")->set_level(g_access_log ? parsed : spdlog::level::off);
+}
+
+LogFormat CurrentLogFormat() { return g_format; }
+
+spdlog::logger& AccessLogger() {
+  static const std::shared_ptr<spdlog::logger> logger = LoggerNamed("access");
+  return *logger;
 }
 
 }  // namespace mmserve

@@ -17,7 +17,9 @@ void LogToSpdlog(ggml_log_level level, const char* text, void*) {
   switch (level) {
     case GGML_LOG_LEVEL_ERROR: spdlog::error("llama.cpp: {}", line); break;
     case GGML_LOG_LEVEL_WARN: spdlog::warn("llama.cpp: {}", line); break;
-    default: spdlog::debug("llama.cpp: {}", line); break;
+    // Its info and debug output (every tensor of every load, the graph's sizes) would bury
+    // mmserve's own debug lines: trace only.
+    default: spdlog::trace("llama.cpp: {}", line); break;
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include "common/logging.h"
 #include "common/strings.h"
+#include "service/access_log.h"
 
 namespace mmserve {
 
@@ -185,6 +186,7 @@ void InferenceService::Submit(const ModelDescription& target,
 
 void InferenceService::SubmitTo(const std::shared_ptr<ModelVersion>& pinned,
                                 std::unique_ptr<InferRequest> request) {
+  LogAccessOnAnswer(*request);
   if (!accepting_) return request->done(Unavailable("the server is shutting down"));
   if (Status s = ApplySchedulingParams(*request); !s.ok()) {
     return request->done(s.WithContext("model '" + request->model_name + "'"));

@@ -275,6 +275,14 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
                               deadline - std::chrono::system_clock::now());
   }
 
+  // The client's x-request-id metadata (cut to 128 bytes), for the access log.
+  static std::string RequestId(CallbackServerContext* context) {
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find("x-request-id");
+    if (it == metadata.end()) return {};
+    return std::string(it->second.data(), std::min<size_t>(it->second.size(), 128));
+  }
+
   ServerUnaryReactor* ServerLive(CallbackServerContext* c, const pb::ServerLiveRequest*,
                                  pb::ServerLiveResponse* out) override {
     out->set_live(true);
@@ -403,6 +411,8 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
     if (!decoded.ok()) return Now(c, decoded.status());
     auto* call = new UnaryCall();
     std::unique_ptr<InferRequest> r = std::move(*decoded);
+    r->route = "grpc ModelInfer";
+    r->trace_id = RequestId(c);
     r->deadline = Deadline(c);
     r->cancelled = [flag = call->cancelled] { return flag->load(); };
     r->done = [call, out, model = r->model_name, id = r->id](Result<InferResponse> result) {
@@ -476,6 +486,8 @@ struct GrpcFrontend::Impl final : pb::GRPCInferenceService::CallbackService {
         std::lock_guard lock(mu_);
         ++pending_;
       }
+      r->route = "grpc ModelStreamInfer";
+      r->trace_id = Impl::RequestId(context_);
       r->deadline = Impl::Deadline(context_);
       r->cancelled = [flag = broken_] { return flag->load(); };
       const std::string model = r->model_name, id = r->id;

@@ -190,6 +190,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto self = shared_from_this();
     const uint64_t request = ++requests_;
     request_version_ = parser_->get().version();
+    auto [request_id, route] = AccessFields(parser_->get());
     try {
       shared_.router.Handle(
           parser_->release(),
@@ -206,7 +207,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
               .open_stream = [self]() -> std::shared_ptr<HttpStream> {
                 return std::make_shared<Stream>(self);
               },
-              .client_gone = [self] { return self->broken_.load(); }});
+              .client_gone = [self] { return self->broken_.load(); },
+              .request_id = std::move(request_id),
+              .route = std::move(route)});
     } catch (const std::exception& e) {
       // The last line of defence (the causes are fixed where they arise): answer 500 and close,
       // and drop any answer the request still produces, so that none arrives out of turn.
@@ -221,6 +224,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     // An answer already on its way (an inline execution) has no client to watch for.
     if (responded_ != request) WatchForHangUp(request);
+  }
+
+  // For the access log: the client's X-Request-Id (cut to 128 bytes) and "METHOD /path"
+  // (without the query, cut to 256 bytes).
+  static std::pair<std::string, std::string> AccessFields(const HttpRequest& req) {
+    std::string request_id;
+    if (auto it = req.find("x-request-id"); it != req.end()) {
+      request_id = std::string(it->value().substr(0, 128));
+    }
+    const std::string target(req.target().data(), req.target().size());
+    return {std::move(request_id), std::string(req.method_string()) + " " +
+                                       target.substr(0, std::min(target.find('?'), size_t{256}))};
   }
 
   // A CORS preflight: 204 with what an allowed origin may send, else 403.

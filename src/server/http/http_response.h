@@ -40,6 +40,8 @@ struct HttpConnection {
   HttpDispatch dispatch;
   HttpOpenStream open_stream;
   std::function<bool()> client_gone;  // true once the client closed the connection
+  std::string request_id;             // the request's X-Request-Id (cut to 128 bytes), if any
+  std::string route;                  // "METHOD /path" (no query), for the access log
 };
 
 boost::beast::http::status HttpStatusFor(StatusCode code);

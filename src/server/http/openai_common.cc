@@ -211,6 +211,8 @@ void SubmitRequest(const Call& call, const ModelDescription& model,
                    std::unique_ptr<InferRequest> r,
                    std::function<void(Result<InferResponse>)> on_strand) {
   r->cancelled = call.connection.client_gone;
+  r->route = call.connection.route;
+  r->trace_id = call.connection.request_id;
   r->done = [dispatch = call.connection.dispatch,
              f = std::move(on_strand)](Result<InferResponse> result) {
     dispatch([f, result = std::move(result)]() mutable { f(std::move(result)); });

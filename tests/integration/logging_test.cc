@@ -1,0 +1,106 @@
+// What an operator reads in the server's log, through the real binary: an access line per
+// inference request (any protocol), JSON lines on request, and the access log turned off.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+#include "testing/http_client.h"
+#include "testing/server_process.h"
+#include "testing/test_util.h"
+
+namespace mmserve {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kEcho = R"(models:
+  - {name: echo, backend: identity, versions: [1, 2]}
+)";
+constexpr const char* kInfer =
+    R"({"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[2],"data":[1,2]}]})";
+
+class LoggingTest : public ::testing::Test {
+ protected:
+  testing::ServerProcess Serve(std::vector<std::string> extra) {
+    std::vector<std::string> args = {"serve", dir_.Write("m.yaml", kEcho).string(), "--port", "0",
+                                     "--lock-dir", dir_.path().string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return testing::ServerProcess(args, dir_.path() / "server.log");
+  }
+  // The lines of `log` that are access lines (text format).
+  static std::vector<std::string> AccessLines(const std::string& log) {
+    std::vector<std::string> out;
+    std::istringstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("] access ") != std::string::npos) out.push_back(line);
+    }
+    return out;
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(LoggingTest, EveryInferenceRequestHasOneAccessLine) {
+  auto server = Serve({});
+  ASSERT_TRUE(server.Start()) << server.Log();
+  testing::HttpClient http(server.port());
+  ASSERT_EQ(http.Post("/v2/models/echo/versions/1/infer", kInfer, {{"X-Request-Id", "abc-123"}})
+                .status,
+            200);
+  ASSERT_EQ(http.Post("/v2/models/nope/infer", kInfer).status, 404);
+  ASSERT_EQ(http.Get("/v2/health/ready").status, 200);  // not an inference: no line
+  ASSERT_EQ(server.Stop(SIGTERM), 0);
+  const auto lines = AccessLines(server.Log());
+  ASSERT_EQ(lines.size(), 2u) << server.Log();
+  EXPECT_THAT(lines[0], HasSubstr("access id=abc-123 route=\"POST /v2/models/echo/versions/1/infer\""
+                                  " model=echo version=1 status=OK queue_ms="));
+  EXPECT_THAT(lines[0], HasSubstr(" compute_ms="));
+  EXPECT_THAT(lines[1], HasSubstr("route=\"POST /v2/models/nope/infer\" model=nope version=- "
+                                  "status=NotFound"));
+  EXPECT_THAT(lines[1], HasSubstr("error="));
+}
+
+TEST_F(LoggingTest, JsonFormatWritesOneObjectPerLine) {
+  auto server = Serve({"--log-format", "json"});
+  ASSERT_TRUE(server.Start()) << server.Log();
+  testing::HttpClient http(server.port());
+  ASSERT_EQ(http.Post("/v2/models/echo/infer", kInfer, {{"X-Request-Id", "q\"1"}}).status, 200);
+  ASSERT_EQ(server.Stop(SIGTERM), 0);
+  int access = 0, other = 0;
+  std::istringstream in(server.Log());
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    json j;
+    ASSERT_NO_THROW(j = json::parse(line)) << line;
+    ASSERT_TRUE(j.contains("time") && j.contains("level")) << line;
+    if (j["logger"] == "access") {
+      ++access;
+      EXPECT_EQ(j["id"], "q\"1");
+      EXPECT_EQ(j["model"], "echo");
+      EXPECT_EQ(j["version"], 2);  // the latest
+      EXPECT_EQ(j["status"], "OK");
+      EXPECT_TRUE(j["compute_ms"].is_number());
+    } else {
+      ++other;
+      EXPECT_TRUE(j["msg"].is_string()) << line;
+    }
+  }
+  EXPECT_EQ(access, 1);
+  EXPECT_GT(other, 0);  // start-up and shutdown lines
+}
+
+TEST_F(LoggingTest, NoAccessLogMeansNoAccessLines) {
+  auto server = Serve({"--no-access-log"});
+  ASSERT_TRUE(server.Start()) << server.Log();
+  testing::HttpClient http(server.port());
+  ASSERT_EQ(http.Post("/v2/models/echo/infer", kInfer).status, 200);
+  ASSERT_EQ(server.Stop(SIGTERM), 0);
+  EXPECT_THAT(AccessLines(server.Log()), ::testing::IsEmpty());
+  EXPECT_THAT(server.Log(), HasSubstr("listening"));
+}
+
+}  // namespace
+}  // namespace mmserve

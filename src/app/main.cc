@@ -4,9 +4,11 @@
 #include <signal.h>
 
 #include <iostream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
+#include "app/remote.h"
 #include "app/server_builder.h"
 #include "build_info.h"  // generated: cmake/build_info.cmake
 #include "common/strings.h"
@@ -63,6 +65,35 @@ CLI::App* AddServeCommand(CLI::App& app, mmserve::ServeOptions& serve) {
   return serve_cmd;
 }
 
+// `ps`, `load NAME`, `unload NAME`: the running server at --url (or MMSERVE_URL).
+struct RemoteCommands {
+  CLI::App* ps = nullptr;
+  CLI::App* load = nullptr;
+  CLI::App* unload = nullptr;
+  mmserve::RemoteOptions options;
+  std::string name;
+
+  void Add(CLI::App& app) {
+    ps = app.add_subcommand("ps", "the running server's models: state, memory, keep-alive");
+    load = app.add_subcommand("load", "load a model on the running server");
+    unload = app.add_subcommand("unload", "unload a model on the running server");
+    for (CLI::App* cmd : {ps, load, unload}) {
+      cmd->add_option("--url", options.url, "the server (default http://127.0.0.1:8000)")
+          ->envname("MMSERVE_URL");
+    }
+    for (CLI::App* cmd : {load, unload}) {
+      cmd->add_option("name", name, "the model's name")->required();
+    }
+  }
+  // The exit code of the command given, or nullopt when none of these was.
+  std::optional<int> Run() const {
+    if (*ps) return mmserve::Ps(options);
+    if (*load) return mmserve::LoadOrUnload(options, name, true);
+    if (*unload) return mmserve::LoadOrUnload(options, name, false);
+    return std::nullopt;
+  }
+};
+
 void PrintVersion() {
   mmserve::BuiltIns builtins;
   std::cout << "mmserve " << MMSERVE_VERSION << " (commit " << MMSERVE_COMMIT << ")\n"
@@ -117,6 +148,8 @@ int main(int argc, char** argv) {
   doctor_cmd->add_option("--lock-dir", doctor_lock_dir, "device lock directory");
 
   auto* version_cmd = app.add_subcommand("version", "print the version");
+  RemoteCommands remote;
+  remote.Add(app);
 
   CLI11_PARSE(app, argc, argv);
   if (*serve_cmd && serve.config.empty() && serve.models.empty()) {
@@ -132,5 +165,6 @@ int main(int argc, char** argv) {
   if (*validate_cmd) return mmserve::Validate(validate_config, !validate_no_plan);
   if (*doctor_cmd) return mmserve::Doctor(doctor_lock_dir);
   if (*version_cmd) PrintVersion();
+  if (auto code = remote.Run()) return *code;
   return 0;
 }

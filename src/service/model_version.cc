@@ -109,7 +109,8 @@ ModelInfo ModelVersion::Snapshot() const {
                  .loads = loads,
                  .evictions = evictions,
                  .last_load_time = last_load_time,
-                 .in_flight = in_flight};
+                 .in_flight = in_flight,
+                 .last_used = last_used};
   if (loaded) {
     info.signature = loaded->session->signature();
     info.resident_bytes = loaded->session->resident_bytes();

@@ -78,6 +78,7 @@ struct ModelInfo {
   int64_t evictions = 0;                    // unloads to make room for another model
   std::chrono::nanoseconds last_load_time{0};  // how long the last successful load took
   int64_t in_flight = 0;                    // requests submitted and not yet answered
+  Clock::time_point last_used;              // its latest request's admission (keep_alive)
   std::vector<int64_t> versions;            // every version the model serves, ascending
   std::map<std::string, int64_t> labels;    // the model's labels
 };

@@ -1,5 +1,8 @@
 #include "server/http/stats_json.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "common/histogram.h"
 #include "server/model_statistics.h"
 
@@ -16,6 +19,22 @@ json HistogramJson(const Histogram& h) {
   return {{"le", kLatencyBuckets}, {"counts", h.counts}, {"count", h.count}, {"sum_ns", h.sum_ns}};
 }
 
+// When a loaded, idle model unloads (keep_alive): seconds from now, null when it never does
+// (no keep_alive, or not loaded); the whole keep_alive while requests are in flight.
+json KeepAliveJson(const ModelInfo& info) {
+  json out = {{"seconds", nullptr}, {"expires_in_s", nullptr}};
+  const auto& keep_alive = info.config.keep_alive;
+  if (!keep_alive) return out;
+  out["seconds"] = std::chrono::duration<double>(*keep_alive).count();
+  if (info.state != ModelState::kReady || !info.stats) return out;
+  auto left = std::chrono::duration<double>(*keep_alive).count();
+  if (info.in_flight == 0) {
+    left -= std::chrono::duration<double>(Clock::now() - info.last_used).count();
+  }
+  out["expires_in_s"] = std::max(left, 0.0);
+  return out;
+}
+
 }  // namespace
 
 json ModelStatsJson(const ModelInfo& info) {
@@ -25,6 +44,10 @@ json ModelStatsJson(const ModelInfo& info) {
               {"inference_count", stats.inference_count},
               {"execution_count", stats.execution_count}};
   json mms = {{"state", std::string(ModelStateName(info.state))},
+              {"task", info.config.task},
+              {"backend", info.config.backend},
+              {"device", info.config.device_id},
+              {"keep_alive", KeepAliveJson(info)},
               {"loads", info.loads},
               {"in_flight", info.in_flight},
               {"memory", {{"estimate_bytes", info.estimate.bytes},

@@ -115,7 +115,7 @@ std::string ExpiresIn(const json& keep_alive) {
 std::string Text(const json& j, const char* key) {
   if (!j.is_object() || !j.contains(key)) return "-";
   const json& v = j[key];
-  return v.is_string() ? v.get<std::string>() : v.dump();
+  return v.is_string() ? v.get<std::string>() : DumpJson(v);
 }
 
 }  // namespace

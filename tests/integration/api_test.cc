@@ -254,12 +254,19 @@ TEST_F(ApiTest, RerankInJinaCohereAndTeiShapes) {
   float previous = INFINITY;
   for (const auto& r : jina["results"]) {
     const size_t i = r["index"];
-    EXPECT_NEAR(r["relevance_score"].get<float>(), raw[i], 1e-5);
+    // In 0..1 as Jina and Cohere return it: the logit's sigmoid.
+    EXPECT_NEAR(r["relevance_score"].get<float>(), 1 / (1 + std::exp(-raw[i])), 1e-5);
     EXPECT_LE(r["relevance_score"].get<float>(), previous);
     previous = r["relevance_score"];
     EXPECT_EQ(r["document"]["text"], docs[i]);
   }
   EXPECT_GT(jina["usage"]["prompt_tokens"].get<int>(), 0);
+  // The raw logits only when asked.
+  res = Post("/v1/rerank", {{"model", "reranker"}, {"query", "Where is Paris?"},
+                            {"documents", docs}, {"raw_scores", true}});
+  ASSERT_EQ(res.status, 200) << res.body;
+  EXPECT_NEAR(Parse(res)["results"][0]["relevance_score"].get<float>(),
+              *std::max_element(raw.begin(), raw.end()), 1e-5);
 
   // TEI: sigmoid unless raw_scores, bare list.
   res = Post("/rerank", {{"query", "Where is Paris?"}, {"texts", docs}});

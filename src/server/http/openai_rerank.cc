@@ -1,6 +1,7 @@
 // POST /v1/rerank, /v1/reranking, /rerank, /reranking: a query and documents onto a rerank
 // model's QUERY and DOCUMENTS inputs; the answer is the documents ordered by score. Jina and
-// Cohere's shape (`documents`), or Hugging Face TEI's (`texts`, `raw_scores`).
+// Cohere's shape (`documents`), or Hugging Face TEI's (`texts`). Scores are in 0..1 (sigmoid)
+// unless `raw_scores` asks for the logits.
 #include <numeric>
 
 #include "common/json.h"
@@ -89,7 +90,9 @@ void HandleRerank(const Call& call) {
   if (Status s = ReadBool(call.body, "raw_scores", raw_scores); !s.ok()) return call.Fail(s);
   if (Status s = ReadBool(call.body, "truncate", truncate); !s.ok()) return call.Fail(s);
   answer.with_text = return_documents.value_or(false);
-  if (tei) r->parameters["sigmoid"] = !raw_scores.value_or(false);  // TEI's default: sigmoid
+  // Scores in 0..1 as Jina, Cohere and TEI return them (the logit's sigmoid); the raw logits
+  // only with raw_scores: true.
+  r->parameters["sigmoid"] = !raw_scores.value_or(false);
   if (truncate) r->parameters["truncate"] = *truncate;
   if (Status s = ReadScheduling(call.body, *r); !s.ok()) return call.Fail(s);
   r->inputs.push_back(StringsTensor("QUERY", {query->get<std::string>()}));

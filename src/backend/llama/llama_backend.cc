@@ -91,6 +91,13 @@ LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors) {
   o.sigmoid = r.Bool("sigmoid", o.sigmoid);
   o.chat_template = r.String("chat_template", o.chat_template);
   o.huge_pages = r.Bool("huge_pages", o.huge_pages);
+  if (r.Has("max_tokens") && model.task != "generate") {
+    r.Error("max_tokens", "no max_tokens (only task generate generates tokens)",
+            "it with task " + model.task);
+    (void)r.Raw("max_tokens");
+  } else {
+    o.max_tokens = static_cast<int>(r.Int("max_tokens", o.max_tokens, 1, 1 << 20));
+  }
   r.Finish();
   return o;
 }

@@ -20,6 +20,7 @@
 //     truncate: false   # too-long input: truncate (and flag it) instead of a 400
 //     sigmoid: false    # rerank: squash scores into 0..1
 //     chat_template: "" # generate: a template name or text; default the model's, else ChatML
+//     max_tokens: 128   # generate: tokens per request when the request gives no max_tokens
 //     huge_pages: false # weights on transparent huge pages (common/pages.h): +2.5 % decode
 //                       # tokens/s for a 0.5B F16 model here, but on a VM whose balloon takes
 //                       # back free 2 MiB blocks (this one) every cold load is ~10x slower

@@ -146,7 +146,7 @@ Status LlamaGenerator::Prepare(Slot& slot) {
   tokens.resize(static_cast<size_t>(std::max(n, 0)));
   if (tokens.empty()) return InvalidArgument("PROMPT: the prompt has no tokens");
   MMS_ASSIGN_OR_RETURN(const int64_t max_tokens,
-                       IntParam(r.parameters, "max_tokens", 128, 1, INT32_MAX));
+                       IntParam(r.parameters, "max_tokens", options_.max_tokens, 1, INT32_MAX));
   slot.max_tokens = static_cast<int>(max_tokens);
   if (static_cast<int>(tokens.size()) + 1 > n_ctx_seq_) {
     return InvalidArgument("PROMPT has " + std::to_string(tokens.size()) +

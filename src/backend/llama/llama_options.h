@@ -19,6 +19,7 @@ struct LlamaOptions {
   bool truncate = false;
   bool sigmoid = false;
   std::string chat_template;  // generate: overrides the model's tokenizer.chat_template
+  int max_tokens = 128;       // generate: tokens per request when the request sets none
   bool huge_pages = false;    // advise the weight buffers onto transparent huge pages
 };
 

@@ -343,6 +343,26 @@ TEST_F(LlamaBackendTest, GenerationHonoursStopAndMaxTokens) {
               HasSubstr("max_tokens: expected an integer from 1 to"));
 }
 
+TEST_F(LlamaBackendTest, ParamsMaxTokensIsTheModelsDefaultAndOnlyGenerationTakesIt) {
+  auto service = Start("models:\n  - name: llm\n    path: " + GeneratedModel("llama-tiny.gguf") +
+                       "\n    task: generate\n    params: {n_ctx: 256, max_tokens: 5}\n");
+  auto request = Generate("Once upon a time", 1);
+  request->parameters.erase("max_tokens");  // the model's default applies
+  auto r = Submit(*service, std::move(request)).get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(std::get<int64_t>(r->parameters["completion_tokens"]), 5);
+  auto asked = Submit(*service, Generate("Once upon a time", 7)).get();  // the request's wins
+  ASSERT_TRUE(asked.ok());
+  EXPECT_EQ(std::get<int64_t>(asked->parameters["completion_tokens"]), 7);
+
+  const std::string yaml = EmbedderYaml("    params: {max_tokens: 5}\n");
+  auto config = ParseConfig(yaml, dir_.Write("e.yaml", yaml).string(), backends_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr("models[0].params.max_tokens: expected no max_tokens (only task generate "
+                        "generates tokens), found it with task embed"));
+}
+
 TEST_F(LlamaBackendTest, ChatMessagesAreRenderedWithChatMLWhenTheModelHasNoTemplate) {
   auto service = Start(LlmYaml(1));
   auto chat = std::make_unique<InferRequest>();

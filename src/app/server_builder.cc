@@ -237,7 +237,8 @@ int Serve(const ServeOptions& options) {
   if (options.log_level_from_config) {
     SetLogLevel(config->global.log_level);
   }
-  ApplyOverrides(options, config->global);
+  config->overrides = [options](GlobalConfig& g) { ApplyOverrides(options, g); };
+  config->overrides(config->global);
   const GlobalConfig global = config->global;
 
   auto locks = LockDevices(*config, options.lock_dir);

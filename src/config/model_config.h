@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -163,6 +164,10 @@ struct ServerConfig {
   std::string model_name;  // a model directory's one model's name (--model-name); else empty
   GlobalConfig global;
   std::vector<ModelConfig> models;  // in file order, which is also the load order
+  // What the command line and the environment set over the file's global section (--port,
+  // MMSERVE_API_KEY, ...): applied again to every re-read of the file, so that a reload
+  // neither undoes them nor reports them as needing a restart. Empty: nothing overridden.
+  std::function<void(GlobalConfig&)> overrides;
 };
 
 }  // namespace mmserve

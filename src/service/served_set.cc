@@ -18,6 +18,7 @@ Result<ReloadReport> ServedSetChanges::Reload() {
   const ServerConfig current = registry_.config();
   auto next = ReadConfigFile(current.file, backends_, current.model_name);
   if (!next.ok()) return next.status();
+  if (current.overrides) current.overrides(next->global);
   return Apply(std::move(*next));
 }
 

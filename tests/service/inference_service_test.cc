@@ -581,6 +581,29 @@ global: {memory_pool: 512}
   EXPECT_TRUE(service->Ready());
 }
 
+// `serve --port 9000` with MMSERVE_API_KEY set: a reload of the unchanged file neither undoes
+// them nor reports them as needing a restart; a change of the file's own settings still is.
+TEST_F(ReloadTest, SettingsFromTheCommandLineSurviveAReloadUnreported) {
+  const auto file = dir_.Write("models.yaml", kOne);
+  auto config = LoadConfigFile(file, backends_);
+  ASSERT_TRUE(config.ok());
+  config->overrides = [](GlobalConfig& g) {
+    g.port = 9000;
+    g.api_key = "from-the-environment";
+  };
+  config->overrides(config->global);
+  InferenceService service(std::move(*config), backends_, guard_);
+  service.LoadStartupModels();
+  auto report = Reload(service);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_THAT(report->restart, ::testing::IsEmpty());
+  Rewrite(std::string(kOne) + "global: {port: 7000, max_connections: 10}\n");
+  report = Reload(service);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  // The file's port is overridden, so only its max_connections waits for a restart.
+  EXPECT_EQ(report->restart, std::vector<std::string>{"global.max_connections"});
+}
+
 TEST_F(ReloadTest, RepositoryUnloadKeepsAModelDownUntilItIsLoaded) {
   auto service = StartFile(kOne);
   auto unloaded = Wait([&](auto done) { service->UnloadModel("a", std::move(done)); });

@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/infer_request.h"
@@ -137,6 +139,24 @@ class Session {
   virtual std::vector<int> batch_tiers() const { return {}; }
   // Engine counters for stats and tests (e.g. decodes, sequences). Any thread.
   virtual std::map<std::string, int64_t> counters() const { return {}; }
+  // The model's tokenizer (llama: its vocabulary), for /tokenize and /detokenize. Tokenize
+  // gives each token's id and, with `pieces`, its text; Detokenize refuses an id outside the
+  // vocabulary. Unimplemented for a model without one. Any thread.
+  struct Token {
+    int32_t id = 0;
+    std::string piece;
+  };
+  virtual Result<std::vector<Token>> Tokenize(std::string_view text, bool add_special,
+                                              bool pieces) const {
+    (void)text, (void)add_special, (void)pieces;
+    return Unimplemented("this model has no tokenizer");
+  }
+  virtual Result<std::string> Detokenize(std::span<const int32_t> tokens) const {
+    (void)tokens;
+    return Unimplemented("this model has no tokenizer");
+  }
+  // Tokens of context per sequence (llama), 0 where that does not apply. Any thread.
+  virtual int64_t context_length() const { return 0; }
   // Engine latency distributions by name (generation: time_to_first_token,
   // time_per_output_token). Any thread.
   virtual std::map<std::string, Histogram> histograms() const { return {}; }

@@ -213,6 +213,30 @@ void InferenceService::SubmitTo(const std::shared_ptr<ModelVersion>& pinned,
   if (loaded) SubmitLoaded(std::move(version), std::move(loaded), std::move(request));
 }
 
+Status InferenceService::WithSession(const ModelRef& ref,
+                                     const std::function<Status(const Session&)>& f) {
+  if (!accepting_) return Unavailable("the server is shutting down");
+  std::shared_ptr<ModelVersion> version;
+  std::shared_ptr<LoadedModel> loaded;
+  MMS_RETURN_IF_ERROR(registry_.RouteAnd(
+      ref, {}, nullptr, [&](const std::shared_ptr<ModelVersion>& routed) -> Status {
+        MutexLock lock(routed->mu);
+        if (routed->state != VersionState::kReady) {
+          return Unavailable("model '" + routed->VersionName() + "' is not loaded (" +
+                             std::string(ModelStateName(PublicState(routed->state))) +
+                             "); it loads on its first inference request or with POST "
+                             "/v2/repository/models/" + routed->config().name + "/load");
+        }
+        version = routed;
+        loaded = routed->loaded;
+        ++routed->in_flight;  // before the lock goes: an idle unload must see it
+        routed->last_used = time_.Now();
+        return Status::Ok();
+      }));
+  InFlight token(*this, version);
+  return f(*loaded->session);
+}
+
 Status InferenceService::Admit(const std::shared_ptr<ModelVersion>& version,
                                std::unique_ptr<InferRequest>& request,
                                std::shared_ptr<LoadedModel>& loaded) {

@@ -88,6 +88,11 @@ class InferenceService {
   // retired since), so that what the frontend checked against it holds.
   void Submit(const ModelDescription& target, std::unique_ptr<InferRequest> request);
 
+  // Runs `f` on the loaded session of the version `ref` routes to, counted in flight so that
+  // it cannot unload meanwhile: for what needs no queue (a tokenizer, microseconds). Unavailable
+  // when that version is not loaded.
+  Status WithSession(const ModelRef& ref, const std::function<Status(const Session&)>& f);
+
   // Changes of the served set, run one at a time on the loader thread; `done` gets the outcome
   // there. Reload re-reads the YAML file: an invalid file changes nothing and its errors are the
   // outcome; otherwise added models load, removed ones retire, changed versions load anew and

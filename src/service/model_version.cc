@@ -116,6 +116,7 @@ ModelInfo ModelVersion::Snapshot() const {
     info.resident_bytes = loaded->session->resident_bytes();
     info.counters = loaded->session->counters();
     info.histograms = loaded->session->histograms();
+    info.context_length = loaded->session->context_length();
     info.stats = loaded->scheduler->stats();
     if (info.state == ModelState::kReady && info.stats->breaker != CircuitBreaker::State::kClosed) {
       info.state = ModelState::kUnavailable;

@@ -73,6 +73,7 @@ struct ModelInfo {
   int64_t resident_bytes = 0;  // what the session reports holding now
   std::map<std::string, int64_t> counters;  // the session's engine counters
   std::map<std::string, Histogram> histograms;  // ... and its latency distributions
+  int64_t context_length = 0;               // tokens per sequence (llama), while loaded
   std::optional<SchedulerStats> stats;      // while loaded
   int64_t loads = 0;                        // loads started so far
   int64_t evictions = 0;                    // unloads to make room for another model

@@ -61,6 +61,55 @@ class LlamaSession final : public Session {
             {"first_tokens", static_cast<int64_t>(stats_.first_tokens.load())},
             {"first_token_ns", static_cast<int64_t>(stats_.first_token_ns.load())}};
   }
+  Result<std::vector<Token>> Tokenize(std::string_view text, bool add_special,
+                                      bool pieces) const override {
+    if (text.size() > static_cast<size_t>(INT32_MAX / 2)) {
+      return InvalidArgument("content: too long to tokenize");
+    }
+    const llama_vocab* vocab = llama_model_get_vocab(model_.get());
+    const auto len = static_cast<int32_t>(text.size());
+    std::vector<llama_token> ids(text.size() + 2);
+    int32_t n = llama_tokenize(vocab, text.data(), len, ids.data(),
+                               static_cast<int32_t>(ids.size()), add_special,
+                               /*parse_special=*/true);
+    if (n < 0) {
+      ids.resize(static_cast<size_t>(-n));
+      n = llama_tokenize(vocab, text.data(), len, ids.data(), -n, add_special, true);
+    }
+    if (n < 0) return Internal("llama.cpp could not tokenize the text");
+    std::vector<Token> out(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) {
+      out[i].id = ids[i];
+      if (pieces) out[i].piece = Piece(vocab, ids[i]);
+    }
+    return out;
+  }
+  Result<std::string> Detokenize(std::span<const int32_t> tokens) const override {
+    const llama_vocab* vocab = llama_model_get_vocab(model_.get());
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    if (tokens.size() > static_cast<size_t>(INT32_MAX / 64)) {
+      return InvalidArgument("tokens: too many");
+    }
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+        return InvalidArgument("tokens[" + std::to_string(i) + "]: expected a token id in 0.." +
+                               std::to_string(n_vocab - 1) + ", found " +
+                               std::to_string(tokens[i]));
+      }
+    }
+    const auto n = static_cast<int32_t>(tokens.size());
+    std::string text(tokens.size() * 8 + 16, '\0');
+    int32_t len = llama_detokenize(vocab, tokens.data(), n, text.data(),
+                                   static_cast<int32_t>(text.size()), false, true);
+    if (len < 0) {
+      text.resize(static_cast<size_t>(-len));
+      len = llama_detokenize(vocab, tokens.data(), n, text.data(), -len, false, true);
+    }
+    if (len < 0) return Internal("llama.cpp could not detokenize the tokens");
+    text.resize(static_cast<size_t>(len));
+    return text;
+  }
+  int64_t context_length() const override { return context_length_; }
   std::map<std::string, Histogram> histograms() const override {
     if (!generate_) return {};
     return {{"time_to_first_token", stats_.time_to_first_token.Snapshot()},
@@ -73,7 +122,22 @@ class LlamaSession final : public Session {
   const EncoderTask task_;
   const LlamaOptions options_;
   const ModelSignature signature_;
+  // Per sequence: params.n_ctx, else the model's training context.
+  const int64_t context_length_ =
+      options_.n_ctx > 0 ? options_.n_ctx : llama_model_n_ctx_train(model_.get());
   LlamaStats stats_;
+
+  static std::string Piece(const llama_vocab* vocab, llama_token token) {
+    std::string piece(64, '\0');
+    int n = llama_token_to_piece(vocab, token, piece.data(), static_cast<int32_t>(piece.size()),
+                                 0, /*special=*/true);
+    if (n < 0) {
+      piece.resize(static_cast<size_t>(-n));
+      n = llama_token_to_piece(vocab, token, piece.data(), -n, 0, true);
+    }
+    piece.resize(static_cast<size_t>(std::max(n, 0)));
+    return piece;
+  }
 };
 
 }  // namespace

@@ -1,9 +1,11 @@
 #include "server/http/openai_api.h"
 
+#include <filesystem>
 #include <set>
 
 #include "common/json.h"
 #include "server/http/openai_common.h"
+#include "server/http/stats_json.h"
 
 namespace mmserve {
 
@@ -14,7 +16,26 @@ using openai::Dialect;
 
 namespace {
 
-// GET /v1/models[/{id}]: every served model (or the one named) with its task and state.
+// What GET /v1/models/{id} adds for one model: its file's size, the memory it holds, its
+// context length per sequence and embedding width (once loaded), and its keep-alive.
+void AddDetails(const ModelInfo& m, json& item) {
+  std::error_code ec;
+  const auto file_bytes = m.config.path.empty() ? 0 : std::filesystem::file_size(m.config.path, ec);
+  item["size_bytes"] = ec || m.config.path.empty() ? json(nullptr) : json(file_bytes);
+  item["memory_bytes"] = m.resident_bytes > 0 ? json(m.resident_bytes) : json(nullptr);
+  item["context_length"] = m.context_length > 0 ? json(m.context_length) : json(nullptr);
+  json width = nullptr;
+  for (const auto& out : m.signature.outputs) {
+    if (out.name == "EMBEDDING" && !out.shape.empty() && out.shape.back() > 0) {
+      width = out.shape.back();
+    }
+  }
+  item["embedding_length"] = width;
+  item["keep_alive"] = KeepAliveJson(m);
+}
+
+// GET /v1/models[/{id}]: every served model (or the one named) with its task and state; the
+// one named with its details.
 HttpResponse ListModels(const InferenceService& service, std::string_view target, unsigned v,
                         bool ka) {
   const std::string only = target.size() > 11 ? std::string(target.substr(11)) : std::string();
@@ -26,15 +47,17 @@ HttpResponse ListModels(const InferenceService& service, std::string_view target
     auto current = service.GetModel(info.config.name);
     json versions = json::array();
     for (int64_t ver : info.versions) versions.push_back(std::to_string(ver));
-    data.push_back({{"id", info.config.name},
-                    {"object", "model"},
-                    {"created", 0},
-                    {"owned_by", "mmserve"},
-                    {"task", info.config.task},
-                    {"backend", info.config.backend},
-                    {"versions", versions},
-                    {"state", std::string(ModelStateName(current.ok() ? current->state
-                                                                      : info.state))}});
+    json item = {{"id", info.config.name},
+                 {"object", "model"},
+                 {"created", 0},
+                 {"owned_by", "mmserve"},
+                 {"task", info.config.task},
+                 {"backend", info.config.backend},
+                 {"versions", versions},
+                 {"state", std::string(ModelStateName(current.ok() ? current->state
+                                                                   : info.state))}};
+    if (!only.empty()) AddDetails(current.ok() ? *current : info, item);
+    data.push_back(std::move(item));
   }
   if (only.empty()) {
     return JsonResponse(http::status::ok, DumpJson({{"object", "list"}, {"data", data}}), v, ka);
@@ -54,7 +77,7 @@ HttpResponse OpenAiApi::Error(const Status& status, unsigned version, bool keep_
 bool OpenAiApi::Owns(std::string_view target) {
   if (target.size() > 1 && target.back() == '/') target.remove_suffix(1);
   return target.starts_with("/v1/") || target == "/rerank" || target == "/reranking" ||
-         target == "/embed";
+         target == "/embed" || target == "/tokenize" || target == "/detokenize";
 }
 
 void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply reply,
@@ -98,6 +121,8 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
       target == "/reranking") {
     return openai::HandleRerank(call);
   }
+  if (target == "/tokenize") return openai::HandleTokenize(call);
+  if (target == "/detokenize") return openai::HandleDetokenize(call);
   call.Fail(NotFound("no route for POST " + path));
 }
 

@@ -8,6 +8,7 @@
 //   POST /v1/rerank             Jina/Cohere shape: query, documents → QUERY/DOCUMENTS of a rerank
 //                               model (also /v1/reranking, /rerank without `texts`)
 //   POST /rerank, /embed        Hugging Face TEI's shapes (`texts`, `raw_scores`; `inputs`)
+//   POST /tokenize, /detokenize llama-server's shapes, on a llama model's vocabulary
 //
 // The `model` field routes (optional when exactly one model serves the task). Errors use the
 // OpenAI shape {"error": {"message", "type", "param", "code"}} (TEI routes: TEI's shape), with

@@ -81,5 +81,7 @@ void SubmitRequest(const Call& call, const ModelDescription& model,
 void HandleGeneration(const Call& call);  // /v1/chat/completions, /v1/completions
 void HandleEmbeddings(const Call& call);  // /v1/embeddings, /embed
 void HandleRerank(const Call& call);      // /v1/rerank, /v1/reranking, /rerank, /reranking
+void HandleTokenize(const Call& call);    // /tokenize
+void HandleDetokenize(const Call& call);  // /detokenize
 
 }  // namespace mmserve::openai

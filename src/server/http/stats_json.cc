@@ -19,6 +19,8 @@ json HistogramJson(const Histogram& h) {
   return {{"le", kLatencyBuckets}, {"counts", h.counts}, {"count", h.count}, {"sum_ns", h.sum_ns}};
 }
 
+}  // namespace
+
 // When a loaded, idle model unloads (keep_alive): seconds from now, null when it never does
 // (no keep_alive, or not loaded); the whole keep_alive while requests are in flight.
 json KeepAliveJson(const ModelInfo& info) {
@@ -34,8 +36,6 @@ json KeepAliveJson(const ModelInfo& info) {
   out["expires_in_s"] = std::max(left, 0.0);
   return out;
 }
-
-}  // namespace
 
 json ModelStatsJson(const ModelInfo& info) {
   const ModelStatistics stats = StatisticsOf(info);

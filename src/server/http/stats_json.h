@@ -10,5 +10,8 @@
 namespace mmserve {
 
 nlohmann::json ModelStatsJson(const ModelInfo& info);
+// {"seconds": the keep_alive, "expires_in_s": when the idle, loaded model unloads}; null where
+// it never does (no keep_alive, or not loaded).
+nlohmann::json KeepAliveJson(const ModelInfo& info);
 
 }  // namespace mmserve

@@ -54,12 +54,13 @@ class LlamaSession final : public Session {
     return request;
   }
   std::map<std::string, int64_t> counters() const override {
+    const Histogram first = stats_.time_to_first_token.Snapshot();
     return {{"decodes", static_cast<int64_t>(stats_.decodes.load())},
             {"sequences", static_cast<int64_t>(stats_.sequences.load())},
             {"tokens", static_cast<int64_t>(stats_.tokens.load())},
             {"generated_tokens", static_cast<int64_t>(stats_.generated_tokens.load())},
-            {"first_tokens", static_cast<int64_t>(stats_.first_tokens.load())},
-            {"first_token_ns", static_cast<int64_t>(stats_.first_token_ns.load())}};
+            {"first_tokens", first.count},
+            {"first_token_ns", first.sum_ns}};
   }
   Result<std::vector<Token>> Tokenize(std::string_view text, bool add_special,
                                       bool pieces) const override {
@@ -80,7 +81,7 @@ class LlamaSession final : public Session {
     std::vector<Token> out(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) {
       out[i].id = ids[i];
-      if (pieces) out[i].piece = Piece(vocab, ids[i]);
+      if (pieces) out[i].piece = TokenPiece(vocab, ids[i]);
     }
     return out;
   }
@@ -126,18 +127,6 @@ class LlamaSession final : public Session {
   const int64_t context_length_ =
       options_.n_ctx > 0 ? options_.n_ctx : llama_model_n_ctx_train(model_.get());
   LlamaStats stats_;
-
-  static std::string Piece(const llama_vocab* vocab, llama_token token) {
-    std::string piece(64, '\0');
-    int n = llama_token_to_piece(vocab, token, piece.data(), static_cast<int32_t>(piece.size()),
-                                 0, /*special=*/true);
-    if (n < 0) {
-      piece.resize(static_cast<size_t>(-n));
-      n = llama_token_to_piece(vocab, token, piece.data(), -n, 0, true);
-    }
-    piece.resize(static_cast<size_t>(std::max(n, 0)));
-    return piece;
-  }
 };
 
 }  // namespace

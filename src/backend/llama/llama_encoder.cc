@@ -78,6 +78,18 @@ std::unique_lock<std::mutex> LockLlamaAllocations() {
   return std::unique_lock(mu);
 }
 
+std::string TokenPiece(const llama_vocab* vocab, llama_token token) {
+  std::string piece(64, '\0');
+  int n = llama_token_to_piece(vocab, token, piece.data(), static_cast<int32_t>(piece.size()), 0,
+                               /*special=*/true);
+  if (n < 0) {
+    piece.resize(static_cast<size_t>(-n));
+    n = llama_token_to_piece(vocab, token, piece.data(), -n, 0, /*special=*/true);
+  }
+  piece.resize(static_cast<size_t>(std::max(n, 0)));
+  return piece;
+}
+
 void ReleaseComputeThreads() {
 #ifdef _OPENMP
   omp_pause_resource_all(omp_pause_soft);

@@ -59,15 +59,16 @@ Result<LlamaContext> CreateLlamaContext(const llama_model* model, const LlamaOpt
 // decode). A no-op in a build without OpenMP.
 void ReleaseComputeThreads();
 
+// The text of `token` (special tokens rendered), however long.
+std::string TokenPiece(const llama_vocab* vocab, llama_token token);
+
 // Decode counters shared by a session's instances, for stats and tests.
 struct LlamaStats {
   std::atomic<uint64_t> decodes{0};
   std::atomic<uint64_t> sequences{0};
   std::atomic<uint64_t> tokens{0};
   std::atomic<uint64_t> generated_tokens{0};  // generate: tokens sampled
-  std::atomic<uint64_t> first_tokens{0};      // generate: sequences that sampled a first token
-  std::atomic<uint64_t> first_token_ns{0};    // ... summed: arrival → first token
-  AtomicHistogram time_to_first_token;        // generate: arrival → first token
+  AtomicHistogram time_to_first_token;        // generate: arrival → first token, per sequence
   AtomicHistogram time_per_output_token;      // generate: each later token's gap to the last
 };
 

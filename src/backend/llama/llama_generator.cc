@@ -67,12 +67,6 @@ bool LlamaGenerator::Abort() {
 
 int LlamaGenerator::free_slots() const { return static_cast<int>(slots_.size()) - active_; }
 
-std::string LlamaGenerator::Piece(llama_token token) const {
-  char buf[256];
-  const int n = llama_token_to_piece(vocab_, token, buf, sizeof(buf), 0, /*special=*/true);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
 Result<std::string> LlamaGenerator::RenderChat(const Tensor& roles, const Tensor& contents) const {
   const auto r = roles.BytesElements();
   const auto c = contents.BytesElements();
@@ -252,15 +246,12 @@ bool LlamaGenerator::Sample(int seq) {
   stats_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
   const auto now = Clock::now();
   if (slot.generated.size() == 1) {
-    const int64_t ttft = Nanos(now - slot.request->arrival);
-    stats_.first_tokens.fetch_add(1, std::memory_order_relaxed);
-    stats_.first_token_ns.fetch_add(static_cast<uint64_t>(ttft), std::memory_order_relaxed);
-    stats_.time_to_first_token.Record(ttft);
+    stats_.time_to_first_token.Record(Nanos(now - slot.request->arrival));
   } else {
     stats_.time_per_output_token.Record(Nanos(now - slot.last_token));
   }
   slot.last_token = now;
-  slot.text += Piece(token);
+  slot.text += TokenPiece(vocab_, token);
   // The earliest stop string in the text ends it; only the new piece (plus the overlap a stop
   // string could span) needs searching.
   size_t stop_at = std::string::npos;

@@ -68,7 +68,6 @@ class LlamaGenerator final : public ContinuousInstance {
   void FinishOk(int seq, const std::string& reason);
   // Samples the next token of slot `seq`; returns false when the sequence finished.
   bool Sample(int seq);
-  std::string Piece(llama_token token) const;
 
   const llama_model* model_;
   const llama_vocab* vocab_;

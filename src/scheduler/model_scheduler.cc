@@ -359,8 +359,6 @@ void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferRes
         result->queue_ns = queued;
         result->compute_ns = computed;
       }
-      stats_.queue_ns += queued;
-      stats_.compute_ns += computed;
       stats_.queue_latency.Record(queued);
       stats_.compute_latency.Record(computed);
     }

@@ -80,13 +80,12 @@ struct SchedulerStats {
   int64_t cancelled = 0;        // the client went away while queued
   int64_t inference_count = 0;  // requests executed
   int64_t execution_count = 0;  // batches executed
-  int64_t queue_ns = 0;         // summed over requests: enqueue → execution start
-  int64_t compute_ns = 0;       // summed over requests: execution start → end
   int64_t success_ns = 0;       // summed over successes: enqueue → answer (Triton's success.ns)
   int64_t fail_ns = 0;          // summed over failures and expiries: enqueue → answer
   std::map<int, BatchStats> batches;  // by executed batch size (tier)
-  // Distributions: every answered request (enqueue → answer), and the executed ones' queue and
-  // compute time.
+  // Distributions: every answered request (enqueue → answer), and the executed ones' queue time
+  // (enqueue → execution start) and compute time (execution start → end); their sum_ns are
+  // Triton's cumulative queue and compute durations.
   Histogram request_latency;
   Histogram queue_latency;
   Histogram compute_latency;

@@ -15,8 +15,8 @@ ModelStatistics StatisticsOf(const ModelInfo& info) {
   out.execution_count = st.execution_count;
   out.success = {st.success, st.success_ns};
   out.fail = {st.failure + st.expired, st.fail_ns};
-  out.queue = {executed, st.queue_ns};
-  out.compute_infer = {executed, st.compute_ns};
+  out.queue = {executed, st.queue_latency.sum_ns};
+  out.compute_infer = {executed, st.compute_latency.sum_ns};
   for (const auto& [size, b] : st.batches) out.batches[size] = {b.executions, b.compute_ns};
   for (int64_t q : st.queued) out.queued += q;
   out.rejected = st.rejected;

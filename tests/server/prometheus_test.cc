@@ -26,8 +26,8 @@ ModelInfo Model(const std::string& name, bool loaded) {
     st.inference_count = 6;
     st.execution_count = 3;
     st.queued[1] = 4;
-    st.queue_ns = 2'000'000'000;
-    st.compute_ns = 500'000'000;
+    st.queue_latency.Record(2'000'000'000);
+    st.compute_latency.Record(500'000'000);
     st.breaker = CircuitBreaker::State::kOpen;
     st.request_latency.Record(3'000'000);    // (2.5, 5] ms
     st.request_latency.Record(3'000'000);

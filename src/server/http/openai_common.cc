@@ -162,23 +162,28 @@ std::string RandomId(std::string_view prefix) {
   return std::string(prefix) + hex;
 }
 
-Result<ModelDescription> ResolveModel(const InferenceService& service, const json& body,
-                                      const std::string& task, std::string_view route) {
-  std::string name;
+Result<std::string> ModelName(const json& body,
+                              const std::function<std::vector<std::string>()>& candidates,
+                              const std::string& kind) {
   if (const json* model = Field(body, "model")) {
     if (!model->is_string() || model->get<std::string>().empty()) {
       return FieldError("model", "expected a model name, " + Found(*model));
     }
-    name = model->get<std::string>();
-  } else {
-    const std::vector<std::string> names = service.ModelsServing(task);
-    if (names.empty()) return NotFound("model: no " + task + " model is served");
-    if (names.size() > 1) {
-      return FieldError("model", "required: several " + task + " models are served (" +
-                                     Join(names, ", ") + ")");
-    }
-    name = names[0];
+    return model->get<std::string>();
   }
+  const std::vector<std::string> names = candidates();
+  if (names.empty()) return NotFound("model: no " + kind + " model is served");
+  if (names.size() > 1) {
+    return FieldError("model", "required: several " + kind + " models are served (" +
+                                   Join(names, ", ") + ")");
+  }
+  return names[0];
+}
+
+Result<ModelDescription> ResolveModel(const InferenceService& service, const json& body,
+                                      const std::string& task, std::string_view route) {
+  MMS_ASSIGN_OR_RETURN(const std::string name,
+                       ModelName(body, [&] { return service.ModelsServing(task); }, task));
   auto described = service.Describe({.name = name});
   if (!described.ok()) return NotFound("model: " + std::string(described.status().message()));
   if (described->config().task != task) {

@@ -64,6 +64,11 @@ struct Call {
   }
 };
 
+// The model `body.model` names; without one, the only name `candidates()` gives (`kind` says
+// what they are in errors: "embed", "llama"); else an error naming the field.
+Result<std::string> ModelName(const json& body,
+                              const std::function<std::vector<std::string>()>& candidates,
+                              const std::string& kind);
 // The model `body.model` names, which must serve `task`; without a name, the only model that
 // serves it. Routed once: the request is then submitted to the version described.
 Result<ModelDescription> ResolveModel(const InferenceService& service, const json& body,

@@ -8,7 +8,6 @@
 #include <set>
 
 #include "common/json.h"
-#include "common/strings.h"
 #include "server/http/openai_common.h"
 
 namespace mmserve::openai {
@@ -20,25 +19,19 @@ constexpr size_t kMaxDetokenize = 1 << 20;  // token ids in one /detokenize
 
 // The model `body.model` names, else the one llama model served.
 Result<std::string> TokenizerModel(const InferenceService& service, const json& body) {
-  if (const json* model = Field(body, "model")) {
-    if (!model->is_string() || model->get<std::string>().empty()) {
-      return FieldError("model", "expected a model name, " + Found(*model));
-    }
-    return model->get<std::string>();
-  }
-  std::vector<std::string> names;
-  std::set<std::string> seen;
-  for (const auto& info : service.ListModels()) {
-    if (info.config.backend == "llama" && seen.insert(info.config.name).second) {
-      names.push_back(info.config.name);
-    }
-  }
-  if (names.empty()) return NotFound("model: no llama model is served");
-  if (names.size() > 1) {
-    return FieldError("model", "required: several llama models are served (" +
-                                   Join(names, ", ") + ")");
-  }
-  return names[0];
+  return ModelName(
+      body,
+      [&service] {
+        std::vector<std::string> names;
+        std::set<std::string> seen;
+        for (const auto& info : service.ListModels()) {
+          if (info.config.backend == "llama" && seen.insert(info.config.name).second) {
+            names.push_back(info.config.name);
+          }
+        }
+        return names;
+      },
+      "llama");
 }
 
 // A field's error stays the field's (its message leads with the field, the answer's `param`);

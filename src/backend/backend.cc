@@ -35,3 +35,17 @@ std::unique_ptr<InferRequest> Session::WarmupRequest(int rows) const {
 }
 
 }  // namespace mmserve
+
+namespace mmserve {
+
+Result<std::unique_ptr<Session>> Backend::Load(const ModelConfig& model, LoadProgress* progress) {
+  if (progress) {
+    auto session = LoadSession(model, *progress);
+    if (session.ok()) progress->Finish();
+    return session;
+  }
+  LoadProgress quiet(model.name, 0);
+  return LoadSession(model, quiet);
+}
+
+}  // namespace mmserve

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/infer_request.h"
+#include "backend/load_progress.h"
 #include "common/histogram.h"
 #include "common/result.h"
 #include "config/config_error.h"
@@ -191,9 +192,17 @@ class Backend {
   // Memory the model will hold once loaded, before loading it.
   virtual Result<MemoryEstimate> Estimate(const ModelConfig& model) const = 0;
   // REQUIRES: Validate() reported nothing, and the caller holds a lease on runtime().
-  virtual Result<std::unique_ptr<Session>> Load(const ModelConfig& model) = 0;
+  // `progress`, when given, hears how far the load has read the model's file (its total is the
+  // file's size); it is finished when Load() returns.
+  Result<std::unique_ptr<Session>> Load(const ModelConfig& model,
+                                        LoadProgress* progress = nullptr);
   // Whether the sessions Load() makes of `model` will be Session::executes_inline().
   virtual bool ExecutesInline(const ModelConfig& model) const { return false; }
+
+ private:
+  // Load() itself; a backend that reads its file piece by piece reports to `progress`.
+  virtual Result<std::unique_ptr<Session>> LoadSession(const ModelConfig& model,
+                                                       LoadProgress& progress) = 0;
 };
 
 }  // namespace mmserve

@@ -24,4 +24,12 @@ Result<std::string> ReadFileBounded(const std::filesystem::path& path, int64_t m
   return bytes;
 }
 
+int64_t FileBytes(const std::filesystem::path& path) {
+  if (path.empty()) return 0;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return 0;
+  const auto size = std::filesystem::file_size(path, ec);
+  return ec ? 0 : static_cast<int64_t>(size);
+}
+
 }  // namespace mmserve

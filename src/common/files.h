@@ -13,4 +13,7 @@ namespace mmserve {
 // or holds more than `max_bytes`.
 Result<std::string> ReadFileBounded(const std::filesystem::path& path, int64_t max_bytes);
 
+// The size of the regular file at `path` (symlinks followed); 0 when there is none.
+int64_t FileBytes(const std::filesystem::path& path);
+
 }  // namespace mmserve

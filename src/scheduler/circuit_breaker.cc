@@ -22,6 +22,7 @@ Status CircuitBreaker::Admit(Clock::time_point now, Ticket& ticket) {
   if (state_ == State::kOpen && now - opened_at_ >= options_.cooldown) {
     state_ = State::kHalfOpen;
     spdlog::info("model {}: circuit breaker half-open; letting one probe request through", model_);
+    Changed(state_, "letting one probe request through");
   }
   if (state_ == State::kHalfOpen && !probe_out_) {
     probe_out_ = true;
@@ -54,6 +55,7 @@ void CircuitBreaker::Record(const Ticket& ticket, Outcome outcome, const std::st
       failures_ = timeouts_ = 0;
       reason_.clear();
       spdlog::info("model {}: circuit breaker closed; the probe request succeeded", model_);
+      Changed(state_, "the probe request succeeded");
     } else if (outcome == Outcome::kFailure || outcome == Outcome::kTimeout) {
       Open("the probe request " +
                std::string(outcome == Outcome::kTimeout ? "timed out: " : "failed: ") + what,
@@ -94,6 +96,11 @@ void CircuitBreaker::Open(std::string why, Clock::time_point now) {
   ++times_opened_;
   spdlog::warn("model {}: circuit breaker open for {} ms: {}", model_, options_.cooldown.count(),
                reason_);
+  Changed(state_, reason_);
+}
+
+void CircuitBreaker::Changed(State to, const std::string& why) {
+  if (on_change_) on_change_(to, why);
 }
 
 CircuitBreaker::State CircuitBreaker::state() const {

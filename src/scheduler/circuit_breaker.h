@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "common/mutex.h"
@@ -34,8 +35,12 @@ class CircuitBreaker {
     bool probe = false;
   };
 
-  CircuitBreaker(std::string model, Options options)
-      : model_(std::move(model)), options_(options) {}
+  // Hears every change of state with its reason (the status page's events); called with the
+  // breaker's lock held, so it must not call back into the breaker.
+  using OnChange = std::function<void(State to, const std::string& why)>;
+
+  CircuitBreaker(std::string model, Options options, OnChange on_change = {})
+      : model_(std::move(model)), options_(options), on_change_(std::move(on_change)) {}
 
   // OK (with a ticket) when a request may go ahead; Unavailable with the reason when the breaker
   // is open (its retry_after_s() the cool-down left), or half-open with its probe still out.
@@ -52,9 +57,11 @@ class CircuitBreaker {
 
  private:
   void Open(std::string why, Clock::time_point now) REQUIRES(mu_);
+  void Changed(State to, const std::string& why) REQUIRES(mu_);
 
   const std::string model_;
   const Options options_;
+  const OnChange on_change_;
   mutable Mutex mu_;
   State state_ GUARDED_BY(mu_) = State::kClosed;
   int failures_ GUARDED_BY(mu_) = 0;  // consecutive, since the last success

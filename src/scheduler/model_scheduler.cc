@@ -99,17 +99,21 @@ std::array<LevelPolicy, kMaxPriorityLevel + 1> ModelScheduler::Levels(
 }
 
 namespace {
-// Inline mode has no workers.
-ModelScheduler::Options WithoutWorkersIfInline(ModelScheduler::Options o) {
+// Inline mode has no workers; events go nowhere unless someone listens.
+ModelScheduler::Options Completed(ModelScheduler::Options o) {
   if (o.execute_inline) o.thread_num = 0;
+  if (!o.on_event) o.on_event = [](std::string, std::string) {};
   return o;
 }
 }  // namespace
 
 ModelScheduler::ModelScheduler(Options options, Session& session)
-    : options_(WithoutWorkersIfInline(std::move(options))),
+    : options_(Completed(std::move(options))),
       session_(session),
-      breaker_(options_.model, options_.breaker),
+      breaker_(options_.model, options_.breaker,
+               [this](CircuitBreaker::State to, const std::string& why) {
+                 options_.on_event("breaker_" + std::string(BreakerStateName(to)), why);
+               }),
       running_(static_cast<size_t>(options_.thread_num)),
       active_(static_cast<size_t>(options_.thread_num)) {
   stats_.workers.resize(static_cast<size_t>(options_.thread_num));
@@ -421,6 +425,8 @@ std::unique_ptr<Instance> ModelScheduler::Restart(int index, std::unique_ptr<Ins
   (*fresh)->set_yield_point(yielders_[static_cast<size_t>(index)].get());
   spdlog::info("model {} worker {}: instance replaced after the watchdog report", options_.model,
                index);
+  options_.on_event("worker_restarted", "worker " + std::to_string(index) +
+                                            ": instance replaced after the watchdog report");
   std::lock_guard lock(stats_mu_);
   ++stats_.workers[static_cast<size_t>(index)].restarts;
   return std::move(*fresh);

@@ -43,6 +43,7 @@
 #include <array>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -126,6 +127,9 @@ class ModelScheduler {
     // Run each request on the thread that enqueues it (see above). REQUIRES: the session
     // executes_inline(), max_batch 1.
     bool execute_inline = false;
+    // Hears what the status page lists as events: "breaker_open" / "breaker_half_open" /
+    // "breaker_closed" and "worker_restarted", with what happened. Any thread; may be empty.
+    std::function<void(std::string kind, std::string message)> on_event;
     // Warm-up: each instance runs this many executions at every batch tier (or at 1 when any
     // size runs) before Create() returns; a failure fails the load.
     int warmup = 0;

@@ -377,7 +377,19 @@ void InferenceService::Tick(Clock::time_point now) {
 void InferenceService::Reload(ReloadDone done) {
   lifecycle_.Post([this, done = std::move(done)] {
     if (!accepting_) return done(Unavailable("the server is shutting down"));
-    done(Contained("reload", [&] { return changes_.Reload(); }));
+    Result<ReloadReport> result = Contained("reload", [&] { return changes_.Reload(); });
+    if (result.ok()) {
+      const ReloadReport& r = *result;
+      lifecycle_.events().Record(
+          "reloaded", "", 0,
+          std::to_string(r.added.size()) + " added, " + std::to_string(r.reloaded.size()) +
+              " reloaded, " + std::to_string(r.retired.size()) + " retired, " +
+              std::to_string(r.rerouted.size()) + " rerouted" +
+              (r.restart.empty() ? "" : "; after a restart: " + Join(r.restart, ", ")));
+    } else {
+      lifecycle_.events().Record("reload_rejected", "", 0, std::string(result.status().message()));
+    }
+    done(result);
   });
 }
 

@@ -112,6 +112,10 @@ class InferenceService {
 
   int64_t in_flight() const { return in_flight_.load(); }
   JobStore& jobs() { return jobs_; }
+  // Each memory domain's budget and what is held of it now.
+  std::vector<DomainUsage> Devices() const { return lifecycle_.Domains(); }
+  // Loads, unloads, evictions, breaker trips, worker restarts, reloads: the recent ones.
+  const EventLog& events() const { return lifecycle_.events(); }
 
  private:
   class InFlight;

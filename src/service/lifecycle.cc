@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include "backend/vision/vision_session.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/strings.h"
 #include "service/memory_plan.h"
@@ -54,6 +55,10 @@ ModelScheduler::Options SchedulerOptions(const ModelConfig& m, const Session& se
           .nice = m.nice,
           .gate = gate,
           .execute_inline = m.execute_inline,
+          .on_event = [events = version.events(), name = m.name, v = m.version](
+                          std::string kind, std::string message) {
+            if (events) events->Record(std::move(kind), name, v, std::move(message));
+          },
           .warmup = m.warmup.value_or(session.default_warmup())};
 }
 
@@ -84,7 +89,8 @@ Lifecycle::Lifecycle(const ServerConfig& config, const BackendRegistry& backends
 Lifecycle::~Lifecycle() { Stop(); }
 
 std::shared_ptr<ModelVersion> Lifecycle::NewVersion(const ModelConfig& config) const {
-  auto version = std::make_shared<ModelVersion>(config, MemoryOf(config, backends_).domain);
+  auto version =
+      std::make_shared<ModelVersion>(config, MemoryOf(config, backends_).domain, events_);
   MutexLock lock(version->mu);
   version->last_used = time_.Now();
   return version;
@@ -252,7 +258,16 @@ void Lifecycle::Load(ModelVersion& version) {
   // Loads run one at a time (start-up, then the loader thread), so the heap's growth over this
   // one is its measured footprint: weights, contexts and buffers, whatever the backend reports.
   const int64_t heap_before = HeapBytesInUse();
-  auto session = (*backend)->Load(m);
+  auto progress = std::make_shared<LoadProgress>(version.VersionName(), FileBytes(m.path));
+  {
+    MutexLock lock(version.mu);
+    version.progress = progress;
+  }
+  auto session = (*backend)->Load(m, progress.get());
+  {
+    MutexLock lock(version.mu);
+    version.progress.reset();
+  }
   if (session.ok() && (m.preprocess || m.postprocess)) {
     session = WithImageStages(std::move(*session), m);
   }
@@ -268,9 +283,10 @@ void Lifecycle::Load(ModelVersion& version) {
   const auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
   spdlog::info("model {}: loaded version {} (backend {}, task {}, device {}, {} worker{}, "
-               "estimate {} B from {}, measured {} B) in {} ms",
+               "estimate {} from {}, measured {}) in {} ms",
                m.name, m.version, m.backend, m.task, m.device_id, m.thread_num,
-               m.thread_num == 1 ? "" : "s", estimate->bytes, estimate->source, measured, ms);
+               m.thread_num == 1 ? "" : "s", FormatMib(estimate->bytes), estimate->source,
+               FormatMib(measured), ms);
   {
     MutexLock lock(version.mu);
     version.estimate = *estimate;
@@ -306,11 +322,13 @@ Status Lifecycle::LoadAll(const VersionMap& versions, bool startup_only) {
 }
 
 Status Lifecycle::MakeRoom(const ModelVersion& loading, int64_t bytes) {
-  int64_t& budget = budgets_.at(loading.domain());
+  std::atomic<int64_t>& known = budgets_.at(loading.domain());
+  int64_t budget = known.load();
   if (budget == kBudgetUnknown) {
     const DeviceMemory memory = MemoryOf(loading.config(), backends_);
     if (memory.total == 0) return Status::Ok();  // still unknown: the load itself will say
     budget = BudgetFor(memory, global_);
+    known.store(budget);
     spdlog::info("memory: device {} budget {} MiB (capacity read at its first load)",
                  loading.domain(), budget >> 20);
   }
@@ -351,16 +369,17 @@ Status Lifecycle::MakeRoom(const ModelVersion& loading, int64_t bytes) {
                                                         "is larger than the budget)")
                                           : "; held by " + Join(holders, ", ")));
     }
-    spdlog::info("model {}: evicted to make room for {} ({} needed on device {})",
-                 victim->VersionName(), loading.VersionName(), mib(bytes), loading.domain());
-    Evict(*victim);
+    const std::string why = "evicted to make room for " + loading.VersionName() + " (" +
+                            mib(bytes) + " needed on device " + loading.domain() + ")";
+    spdlog::info("model {}: {}", victim->VersionName(), why);
+    Evict(*victim, why + "; loads on its next request");
   }
 }
 
 // ---- unloads --------------------------------------------------------------------------------
 
 void Lifecycle::FinishUnload(ModelVersion& version, std::shared_ptr<LoadedModel> loaded,
-                             std::string reason) {
+                             std::string reason, std::string_view kind) {
   spdlog::info("model {}: unloading version {}", version.name(), version.version());
   loaded->scheduler->StopAccepting();
   loaded.reset();  // joins the workers, frees the session, releases the runtime lease
@@ -370,7 +389,7 @@ void Lifecycle::FinishUnload(ModelVersion& version, std::shared_ptr<LoadedModel>
     const VersionState to = version.unloading_to;  // the repository API may have changed it
     if (to == VersionState::kHeld) reason = "unloaded through the repository API";
     else if (version.retire_by) reason = "retired: no longer served";
-    version.TransitionLocked(to, std::move(reason));
+    version.TransitionLocked(to, std::move(reason), kind);
     // Requests that came while it unloaded wait for the next load (or are routed anew).
     waiting = !version.waiting.empty();
     if (waiting && to == VersionState::kOnDemand) {
@@ -422,7 +441,7 @@ void Lifecycle::UnloadIfIdle(ModelVersion& version, Clock::time_point now) {
   FinishUnload(version, std::move(loaded), "unloaded after idling; loads on its next request");
 }
 
-bool Lifecycle::Evict(ModelVersion& version) {
+bool Lifecycle::Evict(ModelVersion& version, std::string why) {
   std::shared_ptr<LoadedModel> loaded;
   {
     MutexLock lock(version.mu);
@@ -431,7 +450,7 @@ bool Lifecycle::Evict(ModelVersion& version) {
     ++version.evictions;
     loaded = BeginUnloadLocked(version, VersionState::kOnDemand);
   }
-  FinishUnload(version, std::move(loaded), "evicted to make room; loads on its next request");
+  FinishUnload(version, std::move(loaded), std::move(why), "evicted");
   return true;
 }
 
@@ -442,6 +461,25 @@ void Lifecycle::UnloadAll() {
     order = load_order_;
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) Unload(**it);
+}
+
+std::vector<DomainUsage> Lifecycle::Domains() const {
+  std::vector<DomainUsage> out;
+  for (const auto& [domain, budget] : budgets_) {
+    const int64_t b = budget.load();
+    out.push_back({.domain = domain, .budget = b == kBudgetUnknown ? 0 : b});
+  }
+  for (const auto& version : registry_.All()) {
+    MutexLock lock(version->mu);
+    const int64_t held = version->FootprintLocked();
+    if (held == 0) continue;
+    for (auto& d : out) {
+      if (d.domain != version->domain()) continue;
+      d.used += held;
+      d.holders.push_back({version->VersionName(), held});
+    }
+  }
+  return out;
 }
 
 }  // namespace mmserve

@@ -27,12 +27,21 @@
 #include <vector>
 
 #include "backend/backend_registry.h"
+#include "common/event_log.h"
 #include "common/mutex.h"
 #include "runtime/runtime_guard.h"
 #include "scheduler/priority_gate.h"
 #include "service/model_registry.h"
 
 namespace mmserve {
+
+// A memory domain's budget and who holds what of it now (the status page's bars).
+struct DomainUsage {
+  std::string domain;  // "host", "cuda:0", "npu:0"
+  int64_t budget = 0;  // 0: not known yet (read at the domain's first load)
+  int64_t used = 0;    // Σ held
+  std::vector<std::pair<std::string, int64_t>> holders;  // "embedder v1", bytes
+};
 
 class Lifecycle {
  public:
@@ -78,15 +87,21 @@ class Lifecycle {
   // Wakes the reaper now (a version went idle, or one retired).
   void WakeReaper();
 
+  // Every memory domain of the models served at start, with what its loaded versions hold.
+  std::vector<DomainUsage> Domains() const;
+  // What happened to the versions this lifecycle made (loads, unloads, breaker trips, ...).
+  EventLog& events() const { return *events_; }
+
  private:
   // Before `loading` loads `bytes` more: evicts until they fit, or what is needed and held.
   Status MakeRoom(const ModelVersion& loading, int64_t bytes);
-  // Evicts an idle `version` (to kOnDemand); false if a request arrived meanwhile.
-  bool Evict(ModelVersion& version);
+  // Evicts an idle `version` (to kOnDemand) with `why`; false if a request arrived meanwhile.
+  bool Evict(ModelVersion& version, std::string why);
   // The unload's second half, without locks: frees what `version` held and moves it from
-  // kUnloading to the state it was unloading to, with `reason`.
+  // kUnloading to the state it was unloading to, with `reason` (an event of `kind`, else the
+  // state's own).
   void FinishUnload(ModelVersion& version, std::shared_ptr<LoadedModel> loaded,
-                    std::string reason);
+                    std::string reason, std::string_view kind = {});
   void LoaderLoop(std::stop_token stop);
   void ReaperLoop(std::stop_token stop);
   void Reap(Clock::time_point now);
@@ -100,10 +115,12 @@ class Lifecycle {
   // runtime could not tell before it was up) is read at the domain's first load (on the
   // loading thread, one at a time).
   static constexpr int64_t kBudgetUnknown = -1;
-  std::map<std::string, int64_t> budgets_;
+  std::map<std::string, std::atomic<int64_t>> budgets_;  // read by Domains() on any thread
   // Per memory domain (a device's models share its compute too); fixed after construction.
   std::map<std::string, std::unique_ptr<PriorityGate>> gates_;
   std::set<int> devices_;  // device ids locked at start; fixed
+  // Shared with every version made here, which may outlive the lifecycle.
+  const std::shared_ptr<EventLog> events_ = std::make_shared<EventLog>();
 
   Mutex order_mu_;
   std::vector<ModelVersion*> load_order_ GUARDED_BY(order_mu_);  // unloaded back to front

@@ -3,6 +3,7 @@
 #include <cassert>
 
 #include "common/logging.h"
+#include "common/strings.h"
 
 namespace mmserve {
 
@@ -67,9 +68,30 @@ bool IsLegalTransition(VersionState from, VersionState to) {
   return false;
 }
 
-ModelVersion::ModelVersion(ModelConfig config, std::string domain)
+namespace {
+
+// The event a state change makes, "" for none (the start of an unload: its end says why).
+std::string_view EventKindOf(VersionState from, VersionState to) {
+  switch (to) {
+    case VersionState::kLoading:
+    case VersionState::kLoadingOnDemand: return "loading";
+    case VersionState::kReady: return "loaded";
+    case VersionState::kFailed: return "load_failed";
+    case VersionState::kUnloading: return "";
+    case VersionState::kHeld: return from == VersionState::kUnloading ? "unloaded" : "held";
+    case VersionState::kUnloaded:
+    case VersionState::kOnDemand: return from == VersionState::kUnloading ? "unloaded" : "";
+  }
+  return "";
+}
+
+}  // namespace
+
+ModelVersion::ModelVersion(ModelConfig config, std::string domain,
+                           std::shared_ptr<EventLog> events)
     : config_(std::move(config)),
       domain_(std::move(domain)),
+      events_(std::move(events)),
       levels_(ModelScheduler::Levels(config_.queue, config_.timeout)) {
   if (config_.load == LoadMode::kOnDemand) {
     state = VersionState::kOnDemand;
@@ -81,15 +103,27 @@ std::string ModelVersion::VersionName() const {
   return config_.name + " v" + std::to_string(config_.version);
 }
 
-void ModelVersion::TransitionLocked(VersionState to, std::string why) {
+void ModelVersion::TransitionLocked(VersionState to, std::string why, std::string_view kind) {
   if (!IsLegalTransition(state, to)) {
     // A bug, not an input: the lifecycle's callers keep to the machine in the header.
     spdlog::critical("model {}: illegal state transition {} -> {}", VersionName(),
                      VersionStateName(state), VersionStateName(to));
     assert(false && "illegal ModelVersion state transition");
   }
+  const VersionState from = state;
   state = to;
   reason = std::move(why);
+  if (kind.empty()) kind = EventKindOf(from, to);
+  if (kind.empty()) return;
+  std::string message = reason;
+  if (to == VersionState::kReady) {
+    message = "in " + std::to_string(last_load_time.count() / 1'000'000) + " ms, holds " +
+              FormatMib(FootprintLocked());
+  }
+  Event event{.kind = std::string(kind), .model = config_.name, .version = config_.version,
+              .message = std::move(message)};
+  if (events_) event = events_->Record(event.kind, event.model, event.version, event.message);
+  last_event = std::move(event);
 }
 
 int64_t ModelVersion::FootprintLocked() const {
@@ -110,7 +144,12 @@ ModelInfo ModelVersion::Snapshot() const {
                  .evictions = evictions,
                  .last_load_time = last_load_time,
                  .in_flight = in_flight,
-                 .last_used = last_used};
+                 .last_used = last_used,
+                 .last_event = last_event};
+  if (progress) {
+    info.load_done_bytes = progress->done();
+    info.load_total_bytes = progress->total();
+  }
   if (loaded) {
     info.signature = loaded->session->signature();
     info.resident_bytes = loaded->session->resident_bytes();

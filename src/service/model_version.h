@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "common/event_log.h"
 #include "common/mutex.h"
 #include "config/model_config.h"
 #include "runtime/runtime_guard.h"
@@ -82,6 +83,9 @@ struct ModelInfo {
   Clock::time_point last_used;              // its latest request's admission (keep_alive)
   std::vector<int64_t> versions;            // every version the model serves, ascending
   std::map<std::string, int64_t> labels;    // the model's labels
+  std::optional<Event> last_event;          // its latest load, unload, failure (and why)
+  int64_t load_done_bytes = 0;              // while loading: how far it has read its file
+  int64_t load_total_bytes = 0;             // ... of this many bytes (0: unknown)
 };
 
 class ModelVersion;
@@ -96,8 +100,8 @@ struct ModelDescription {
 
 class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
  public:
-  // `domain`: the memory its device draws from.
-  ModelVersion(ModelConfig config, std::string domain);
+  // `domain`: the memory its device draws from; `events` (may be null) hears its changes.
+  ModelVersion(ModelConfig config, std::string domain, std::shared_ptr<EventLog> events = {});
 
   const ModelConfig& config() const { return config_; }
   const std::string& domain() const { return domain_; }
@@ -107,9 +111,13 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   // Queue bound and default timeout per priority level.
   const std::array<LevelPolicy, kMaxPriorityLevel + 1>& levels() const { return levels_; }
 
-  // Moves to `to` with `reason` (why it is not ready; empty when it is). Asserts the edge is
-  // legal. REQUIRES: mu held.
-  void TransitionLocked(VersionState to, std::string reason = {}) REQUIRES(mu);
+  // Moves to `to` with `reason` (why it is not ready; empty when it is), and records the change
+  // as an event — of `kind`, else the one the new state implies ("loaded", "unloaded", ...).
+  // Asserts the edge is legal. REQUIRES: mu held.
+  void TransitionLocked(VersionState to, std::string reason = {}, std::string_view kind = {})
+      REQUIRES(mu);
+  // Where its events go (null: nowhere); its scheduler's events (breaker, workers) go there too.
+  const std::shared_ptr<EventLog>& events() const { return events_; }
 
   ModelInfo Snapshot() const;  // takes mu
 
@@ -139,10 +147,14 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   // Set by the registry when the version stops being routed to: it unloads once idle, or at
   // this time at the latest.
   std::optional<Clock::time_point> retire_by GUARDED_BY(mu);
+  // While loading: how far the load has read (the status page's progress bar).
+  std::shared_ptr<const LoadProgress> progress GUARDED_BY(mu);
+  std::optional<Event> last_event GUARDED_BY(mu);
 
  private:
   const ModelConfig config_;
   const std::string domain_;
+  const std::shared_ptr<EventLog> events_;
   const std::array<LevelPolicy, kMaxPriorityLevel + 1> levels_;
 };
 

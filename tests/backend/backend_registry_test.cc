@@ -53,7 +53,7 @@ class TextBackend final : public Backend {
   Runtime& runtime() override { return runtime_; }
   void Validate(ModelConfig&, ConfigErrors&) const override {}
   Result<MemoryEstimate> Estimate(const ModelConfig&) const override { return MemoryEstimate{}; }
-  Result<std::unique_ptr<Session>> Load(const ModelConfig&) override {
+  Result<std::unique_ptr<Session>> LoadSession(const ModelConfig&, LoadProgress&) override {
     return Unimplemented("a test backend");
   }
 

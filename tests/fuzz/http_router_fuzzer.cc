@@ -1,6 +1,7 @@
 // Fuzzes an HTTP request from its bytes on: Beast's request parser with the frontend's limits
 // (the framing), then the router, KServe v2 routes, the OpenAI, rerank and TEI request parsers,
-// jobs and metadata. Input: the raw request, as a client would send it.
+// jobs, metadata, the status page and its query parameters (/v2/events?after=). Input: the raw
+// request, as a client would send it.
 // The models are identity models (inline, so every answer comes before Handle returns) that
 // claim the generate, embed and rerank tasks, so the OpenAI parsers run to the end.
 #include <cstddef>
@@ -32,7 +33,9 @@ class TaskedIdentity final : public Backend {
   Result<MemoryEstimate> Estimate(const ModelConfig& m) const override {
     return inner_.Estimate(m);
   }
-  Result<std::unique_ptr<Session>> Load(const ModelConfig& m) override { return inner_.Load(m); }
+  Result<std::unique_ptr<Session>> LoadSession(const ModelConfig& m, LoadProgress& p) override {
+    return inner_.Load(m, &p);
+  }
   bool ExecutesInline(const ModelConfig& m) const override { return inner_.ExecutesInline(m); }
 
  private:

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <sstream>
 
 #include "testing/http_client.h"
+#include "testing/models.h"
 #include "testing/server_process.h"
 #include "testing/test_util.h"
 
@@ -100,6 +102,46 @@ TEST_F(LoggingTest, NoAccessLogMeansNoAccessLines) {
   ASSERT_EQ(server.Stop(SIGTERM), 0);
   EXPECT_THAT(AccessLines(server.Log()), ::testing::IsEmpty());
   EXPECT_THAT(server.Log(), HasSubstr("listening"));
+}
+
+// A model file of 100 MiB or more says how far its load has read (once a second while it reads;
+// the cadence is load_progress_test's) and its total with the rate. Sizes in the load line are
+// MiB. The file is the tiny llama padded past the threshold: llama.cpp reads only its tensors.
+TEST_F(LoggingTest, ALargeModelLogsItsLoadProgressAndSizesInMib) {
+  const auto big = dir_.path() / "big.gguf";
+  std::filesystem::copy_file(testing::GeneratedModel("llama-tiny.gguf"), big);
+  std::filesystem::resize_file(big, 101 << 20);
+  testing::ServerProcess server({"serve", "--model", "big=" + big.string(), "--port", "0",
+                                 "--lock-dir", dir_.path().string()},
+                                dir_.path() / "big.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  ASSERT_EQ(server.Stop(SIGTERM), 0);
+  EXPECT_THAT(server.Log(), HasSubstr("model big v1: read 101 of 101 MiB (100%) in "));
+  EXPECT_THAT(server.Log(), ::testing::ContainsRegex("MiB/s"));
+  EXPECT_THAT(server.Log(), ::testing::ContainsRegex(
+                                "model big: loaded version 1 .*estimate [0-9.]+ MiB from .*"
+                                "measured [0-9.]+ MiB"));
+}
+
+// Loading the RAG trio warns about nothing: a warning is something the user can act on (the
+// context size llama.cpp would round, with a warning, is asked for rounded already).
+TEST_F(LoggingTest, LoadingEncodersAndADecoderWarnsNothing) {
+  testing::ServerProcess server(
+      {"serve", "--model", "e=" + testing::GeneratedModel("bert-tiny.gguf"), "--model",
+       "r=" + testing::GeneratedModel("rerank-tiny.gguf"), "--model",
+       "l=" + testing::GeneratedModel("llama-tiny.gguf"), "--port", "0", "--lock-dir",
+       dir_.path().string()},
+      dir_.path() / "trio.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  ASSERT_EQ(server.Stop(SIGTERM), 0);
+  std::istringstream in(server.Log());
+  int loaded = 0;
+  for (std::string line; std::getline(in, line);) {
+    EXPECT_EQ(line.find(" W ["), std::string::npos) << line;
+    EXPECT_EQ(line.find(" E ["), std::string::npos) << line;
+    if (line.find(": loaded version 1") != std::string::npos) ++loaded;
+  }
+  EXPECT_EQ(loaded, 3) << server.Log();
 }
 
 }  // namespace

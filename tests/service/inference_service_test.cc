@@ -331,6 +331,59 @@ TEST_F(InferenceServiceTest, ALoadEvictsTheLowestPriorityIdleModelFirst) {
   EXPECT_EQ(service->GetModel("low")->loads, 2);
 }
 
+// The status page's events and memory bars: what happened, to whom, and why; who holds what.
+TEST_F(InferenceServiceTest, EventsSayWhatHappenedAndDevicesWhoHoldsWhat) {
+  auto service = Start(kCrowded);
+  auto kinds = [&](const std::string& model) {
+    std::vector<std::string> out;
+    for (const Event& e : service->events().Since(0)) {
+      if (e.model == model) out.push_back(e.kind);
+    }
+    return out;
+  };
+  EXPECT_THAT(kinds("low"), ::testing::ElementsAre("loading", "loaded"));
+  auto devices = service->Devices();
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].domain, "host");
+  EXPECT_EQ(devices[0].budget, int64_t{100} << 20);
+  EXPECT_EQ(devices[0].used, int64_t{80} << 20);
+  EXPECT_EQ(devices[0].holders.size(), 2u);
+
+  ASSERT_TRUE(Infer(*service, Ints("third", {1})).ok());  // evicts low
+  EXPECT_THAT(kinds("low"), ::testing::ElementsAre("loading", "loaded", "evicted"));
+  const auto low = service->GetModel("low");
+  ASSERT_TRUE(low->last_event.has_value());
+  EXPECT_EQ(low->last_event->kind, "evicted");
+  EXPECT_THAT(low->last_event->message,
+              HasSubstr("evicted to make room for third v1 (40 MiB needed on device host)"));
+  EXPECT_EQ(service->GetModel("third")->last_event->kind, "loaded");
+  EXPECT_THAT(service->GetModel("third")->last_event->message, HasSubstr("holds 40.0 MiB"));
+  devices = service->Devices();
+  EXPECT_EQ(devices[0].used, int64_t{80} << 20);
+  std::set<std::string> holders;
+  for (const auto& [name, bytes] : devices[0].holders) holders.insert(name);
+  EXPECT_THAT(holders, ::testing::ElementsAre("normal v1", "third v1"));
+}
+
+TEST_F(InferenceServiceTest, BreakerTripsAndRecoveriesAreEvents) {
+  auto service = Start(R"(models:
+  - name: flaky
+    backend: identity
+    breaker: {failures: 2, cooldown_ms: 60000}
+    params: {fail_every_n: 1, tensors: [{datatype: INT32}]}
+)");
+  const uint64_t before = service->events().last_seq();
+  EXPECT_FALSE(Infer(*service, Ints("flaky", {1})).ok());
+  EXPECT_TRUE(service->events().Since(before).empty());  // one failure opens nothing
+  EXPECT_FALSE(Infer(*service, Ints("flaky", {1})).ok());
+  auto events = service->events().Since(before);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, "breaker_open");
+  EXPECT_EQ(events[0].model, "flaky");
+  EXPECT_EQ(events[0].version, 1);
+  EXPECT_THAT(events[0].message, HasSubstr("2 consecutive failures"));
+}
+
 TEST_F(InferenceServiceTest, AtEqualPriorityTheLeastRecentlyUsedGoesAndPinnedNever) {
   std::string yaml = kCrowded;
   yaml.replace(yaml.find("priority: low, "), 15, "");

@@ -545,7 +545,8 @@ Result<MemoryEstimate> AclBackend::Estimate(const ModelConfig& model) const {
   return e;
 }
 
-Result<std::unique_ptr<Session>> AclBackend::Load(const ModelConfig& model) {
+Result<std::unique_ptr<Session>> AclBackend::LoadSession(const ModelConfig& model,
+                                                         LoadProgress& /*progress*/) {
   ConfigErrors errors;
   AclOptions o = ReadOptions(model, errors);
   MMS_RETURN_IF_ERROR(errors.ToStatus());

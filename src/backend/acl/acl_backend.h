@@ -51,9 +51,10 @@ class AclBackend final : public Backend {
   void Validate(ModelConfig& model, ConfigErrors& errors) const override;
   // aclmdlQuerySize's work and weight sizes, once per instance (weights once in pool mode).
   Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;
-  Result<std::unique_ptr<Session>> Load(const ModelConfig& model) override;
 
  private:
+  Result<std::unique_ptr<Session>> LoadSession(const ModelConfig& model,
+                                               LoadProgress& progress) override;
   AclRuntime& runtime_;
 };
 

@@ -240,7 +240,8 @@ bool IdentityBackend::ExecutesInline(const ModelConfig& model) const {
   return NeverBlocks(ReadOptions(model, errors));
 }
 
-Result<std::unique_ptr<Session>> IdentityBackend::Load(const ModelConfig& model) {
+Result<std::unique_ptr<Session>> IdentityBackend::LoadSession(const ModelConfig& model,
+                                                              LoadProgress& /*progress*/) {
   ConfigErrors errors;
   IdentityOptions o = ReadOptions(model, errors);
   MMS_RETURN_IF_ERROR(errors.ToStatus());

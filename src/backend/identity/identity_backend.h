@@ -34,11 +34,12 @@ class IdentityBackend final : public Backend {
 
   void Validate(ModelConfig& model, ConfigErrors& errors) const override;
   Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;
-  Result<std::unique_ptr<Session>> Load(const ModelConfig& model) override;
   // Unless latency or a hang is injected: then an execution blocks.
   bool ExecutesInline(const ModelConfig& model) const override;
 
  private:
+  Result<std::unique_ptr<Session>> LoadSession(const ModelConfig& model,
+                                               LoadProgress& progress) override;
   Runtime& runtime_;
 };
 

@@ -236,7 +236,8 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
   return MemoryEstimate{.bytes = static_cast<int64_t>(bytes), .source = source + ")"};
 }
 
-Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
+Result<std::unique_ptr<Session>> LlamaBackend::LoadSession(const ModelConfig& model,
+                                                           LoadProgress& load_progress) {
   ConfigErrors errors;
   LlamaOptions options = ReadLlamaOptions(model, errors);
   MMS_RETURN_IF_ERROR(errors.ToStatus());
@@ -260,23 +261,26 @@ Result<std::unique_ptr<Session>> LlamaBackend::Load(const ModelConfig& model) {
   // each, so the first report is the moment to advise them (llama_backend.h says what it is
   // worth and costs). Until then no other llama.cpp allocation runs, so no other model's
   // buffers are advised.
+  // The same callback reports how far the load has read (LoadProgress).
   struct Progress {
+    LoadProgress& reported;
     std::unique_lock<std::mutex> lock;
     std::optional<HugePageAdvice> advice;  // made under the lock: the mappings before the load
-  } progress;
+  } progress{.reported = load_progress};
   if (options.huge_pages) {
     progress.lock = LockLlamaAllocations();
     progress.advice.emplace();
-    params.progress_callback = [](float, void* data) {
-      auto* p = static_cast<Progress*>(data);
-      if (p->lock.owns_lock()) {
-        p->advice->AdviseNew();
-        p->lock.unlock();
-      }
-      return true;
-    };
-    params.progress_callback_user_data = &progress;
   }
+  params.progress_callback = [](float fraction, void* data) {
+    auto* p = static_cast<Progress*>(data);
+    if (p->lock.owns_lock()) {
+      p->advice->AdviseNew();
+      p->lock.unlock();
+    }
+    p->reported.Update(fraction);
+    return true;
+  };
+  params.progress_callback_user_data = &progress;
   LlamaModelPtr loaded(llama_model_load_from_file(model.path.c_str(), params));
   if (progress.lock.owns_lock()) progress.lock.unlock();  // a model without tensors
   if (!loaded) {

@@ -46,9 +46,10 @@ class LlamaBackend final : public Backend {
   void Validate(ModelConfig& model, ConfigErrors& errors) const override;
   // Weights from the GGUF tensor table, plus per-instance context and compute buffers.
   Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;
-  Result<std::unique_ptr<Session>> Load(const ModelConfig& model) override;
 
  private:
+  Result<std::unique_ptr<Session>> LoadSession(const ModelConfig& model,
+                                               LoadProgress& progress) override;
   Runtime& runtime_;
 };
 

@@ -413,7 +413,8 @@ Result<MemoryEstimate> OpencvBackend::Estimate(const ModelConfig& model) const {
                 " x OpenCV's weights and blobs at " + std::to_string(rows) + " rows"};
 }
 
-Result<std::unique_ptr<Session>> OpencvBackend::Load(const ModelConfig& model) {
+Result<std::unique_ptr<Session>> OpencvBackend::LoadSession(const ModelConfig& model,
+                                                            LoadProgress& /*progress*/) {
   ConfigErrors errors;
   const OpencvOptions o = ReadOptions(model, errors);
   MMS_RETURN_IF_ERROR(errors.ToStatus());

@@ -33,13 +33,14 @@ class OpencvBackend final : public Backend {
 
   void Validate(ModelConfig& model, ConfigErrors& errors) const override;
   Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;
-  Result<std::unique_ptr<Session>> Load(const ModelConfig& model) override;
 
   // The process-wide compute pool: sessions that set `threads` hold a claim on it.
   Status ClaimThreads(const std::string& model, int threads);
   void ReleaseThreads(const std::string& model);
 
  private:
+  Result<std::unique_ptr<Session>> LoadSession(const ModelConfig& model,
+                                               LoadProgress& progress) override;
   Runtime& runtime_;
   std::mutex mu_;
   std::map<std::string, int> thread_claims_;  // model → threads, for loaded sessions

@@ -26,9 +26,10 @@ APT_PACKAGES=(
 # Only the tests need these: the Python gRPC client, promtool (checks /metrics), and clang with
 # its runtime libraries for the libFuzzer harnesses (scripts/fuzz.sh), and OpenCV's
 # Python module and its sample photos (the references and inputs of the vision tests), and
-# what the deployment test renders and reads manifests with (kubectl kustomize, PyYAML).
+# what the deployment test renders and reads manifests with (kubectl kustomize, PyYAML), and the
+# browser the status page is tested in (driven by playwright-core from npm, scripts/test.sh).
 TEST_PACKAGES=(python3-grpcio python3-protobuf prometheus clang-14 libclang-rt-14-dev python3-opencv opencv-doc
-  python3-yaml)
+  python3-yaml chromium)
 
 install_packages() {
   local missing=() wanted=("${APT_PACKAGES[@]}")

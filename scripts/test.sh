@@ -17,12 +17,16 @@ cd "$ROOT"
 step() { printf '\n==> %s\n' "$*"; }
 
 bash scripts/setup.sh --with-reference-tools
-# The official OpenAI client the API tests drive mmserve with (pinned; npm checks its integrity).
-OPENAI_NPM_VERSION="5.23.2"
-if [[ "$(node -p "require('./.deps/node/node_modules/openai/package.json').version" 2>/dev/null)" != "$OPENAI_NPM_VERSION" ]]; then
-  step "openai npm client: installing openai@$OPENAI_NPM_VERSION into .deps/node"
-  npm install --silent --no-audit --no-fund --prefix "$ROOT/.deps/node" "openai@$OPENAI_NPM_VERSION" >/dev/null
-fi
+# From npm, pinned (npm checks their integrity), into .deps/node: the official OpenAI client the
+# API tests drive mmserve with, and playwright-core, which drives chromium for the status page.
+NPM_PACKAGES=(openai@5.23.2 playwright-core@1.59.1)
+for pkg in "${NPM_PACKAGES[@]}"; do
+  if [[ "$(node -p "require('./.deps/node/node_modules/${pkg%@*}/package.json').version" 2>/dev/null)" != "${pkg##*@}" ]]; then
+    step "npm: installing ${NPM_PACKAGES[*]} into .deps/node"
+    npm install --silent --no-audit --no-fund --prefix "$ROOT/.deps/node" "${NPM_PACKAGES[@]}" >/dev/null
+    break
+  fi
+done
 step "architecture: layer order, runtime ownership, file and function sizes"
 bash scripts/check_layers.sh
 python3 scripts/check_sizes.py

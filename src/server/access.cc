@@ -45,4 +45,9 @@ Status Access::Check(Scope scope, std::string_view authorization) const {
                               : "the API key is not valid");
 }
 
+bool Access::KeyRequired(Scope scope) const {
+  if (scope == Scope::kOpen) return false;
+  return scope == Scope::kAdmin ? !(admin_key_.empty() && api_key_.empty()) : !api_key_.empty();
+}
+
 }  // namespace mmserve

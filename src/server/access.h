@@ -26,6 +26,8 @@ class Access {
 
   // `authorization`: the header's value, empty when absent.
   Status Check(Scope scope, std::string_view authorization) const;
+  // Whether `scope` needs a key at all (the status page asks for one only then).
+  bool KeyRequired(Scope scope) const;
 
  private:
   std::string api_key_;

@@ -39,5 +39,16 @@ TEST(AccessTest, WithoutAnAdminKeyTheApiKeyAdministers) {
   EXPECT_EQ(admin_only.Check(Scope::kAdmin, "").code(), StatusCode::kUnauthenticated);
 }
 
+// The status page asks for a key only where one is needed.
+TEST(AccessTest, TellsWhichScopesNeedAKey) {
+  EXPECT_FALSE(Access().KeyRequired(Scope::kInference));
+  EXPECT_FALSE(Access().KeyRequired(Scope::kAdmin));
+  EXPECT_TRUE(Access("inf", "").KeyRequired(Scope::kInference));
+  EXPECT_TRUE(Access("inf", "").KeyRequired(Scope::kAdmin));
+  EXPECT_FALSE(Access("", "adm").KeyRequired(Scope::kInference));
+  EXPECT_TRUE(Access("", "adm").KeyRequired(Scope::kAdmin));
+  EXPECT_FALSE(Access("inf", "adm").KeyRequired(Scope::kOpen));
+}
+
 }  // namespace
 }  // namespace mmserve

@@ -15,6 +15,7 @@
 #include "server/http/json_codec.h"
 #include "server/http/openai_api.h"
 #include "server/http/stats_json.h"
+#include "server/http/status_page.h"
 #include "server/server_info.h"
 #include "server/triton_config.h"
 
@@ -162,7 +163,8 @@ std::string_view RepositoryModelOp(const PathSegments& s) {
 
 // What a route needs: health probes are open; changing the served set is admin.
 Scope ScopeOf(const std::string& target) {
-  if (target.starts_with("/v2/health/") || target == "/health" || target == "/v1/health") {
+  if (target.starts_with("/v2/health/") || target == "/health" || target == "/v1/health" ||
+      IsStatusPageFile(target)) {
     return Scope::kOpen;
   }
   if (!target.starts_with("/v2/repository/")) return Scope::kInference;
@@ -191,6 +193,9 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
     return reply(std::move(res));
   }
   if (auto answer = ServerRoute(request, target)) return reply(std::move(*answer));
+  if (auto answer = StatusRoute(request, target, service_, options_.access)) {
+    return reply(std::move(*answer));
+  }
   if (OpenAiApi::Owns(target)) {
     return openai_->Handle(std::move(request), target, std::move(reply), std::move(connection));
   }

@@ -57,6 +57,21 @@ json ModelStatsJson(const ModelInfo& info) {
               {"counters", info.counters},
               {"execution", info.config.execute_inline ? "inline" : "worker"}};
   if (!info.reason.empty() && info.state != ModelState::kReady) mms["reason"] = info.reason;
+  json labels = json::array();
+  for (const auto& [label, version] : info.labels) {
+    if (version == info.config.version) labels.push_back(label);
+  }
+  mms["labels"] = labels;  // those naming this version
+  mms["priority"] = info.config.priority;
+  if (info.last_event) {
+    mms["last_event"] = {{"kind", info.last_event->kind},
+                         {"time_ms", info.last_event->unix_ms},
+                         {"message", info.last_event->message}};
+  }
+  if (info.state == ModelState::kLoading) {
+    mms["load_progress"] = {{"done_bytes", info.load_done_bytes},
+                            {"total_bytes", info.load_total_bytes}};
+  }
   if (const auto& st = info.stats) {
     out["inference_stats"] = {{"success", Duration(stats.success)},
                               {"fail", Duration(stats.fail)},

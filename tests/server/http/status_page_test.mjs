@@ -83,6 +83,8 @@ async function main() {
 
     // The page is open; the data behind it is not.
     check((await call(base, 'GET', '/v2/models/stats')).status === 401, 'the statistics need the API key');
+    const bad = await call(base, 'GET', '/v2/events?after=x', API_KEY);
+    check(bad.status === 400 && bad.text.includes("'after'"), 'a bad ?after= is a 400 that names it');
     await page.goto(base + '/');
     await page.getByText('This server needs an API key').waitFor({ timeout: 5000 });
     check(await page.locator('#api-key').isVisible(), 'the page asks for the API key');

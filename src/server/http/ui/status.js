@@ -228,7 +228,7 @@ function drawModel(s, now) {
     const div = el('div', 'reason', last.message);
     return [span, el('span', 'muted', ' ' + ago(last.time_ms)), div];
   });
-  const loaded = m.state === 'READY' || m.state === 'UNAVAILABLE' && m.breaker;
+  const loaded = m.state === 'READY' || (m.state === 'UNAVAILABLE' && !!m.breaker);
   const busy = m.state === 'LOADING' || m.state === 'UNLOADING';
   const b = row.button;
   b.hidden = !canAdmin() || row.pending;

@@ -46,6 +46,7 @@ if $QUICK; then
   scenario "P6 memory (tiny, quick)" BENCH_COPIES=2 BENCH_SOAK=4 BENCH_RSS_GROWTH_PCT=1000 -- memory.sh tiny
   scenario "RAG mix (tiny, quick)" "${Q[@]}" BENCH_EMBED=2 BENCH_RERANK=2 BENCH_CHAT=1 -- rag_mix.sh tiny
   scenario "P8 vision (quick)" "${Q[@]}" BENCH_CONCURRENCY=4 -- vision.sh
+  scenario "P9 batcher against its ideal (quick)" "${Q[@]}" -- batching.sh
 else
   MMSERVE_MODEL_SIZES=tiny,base bash "$ROOT/scripts/setup.sh" >/dev/null
   scenario "P1 embeddings, bert-base" BENCH_SECONDS=10 BENCH_ROUNDS=2 -- embeddings.sh base
@@ -56,6 +57,7 @@ else
   scenario "P5 first response, bert-base" BENCH_ROUNDS=3 -- first_response.sh base
   scenario "RAG mix, tiny" BENCH_SECONDS=10 -- rag_mix.sh tiny
   scenario "P8 vision, classifier with pre/post-processing" BENCH_SECONDS=10 -- vision.sh
+  scenario "P9 batcher against its ideal, simulated card" BENCH_SECONDS=8 BENCH_ROUNDS=2 -- batching.sh
   scenario "P6 memory, bert-base" BENCH_SOAK=240 -- memory.sh base
 fi
 

@@ -21,7 +21,9 @@
 //               gears; aclmdlExecuteAsync queues a task that completes `latency` later, computing
 //               its outputs only then (at aclrtSynchronizeStreamWithTimeout); a task whose first
 //               input holds `hang_on` never completes: the sync returns 507046 at its timeout;
-//               one whose first input holds fail_on.value fails with fail_on.code
+//               one whose first input holds fail_on.value fails with fail_on.code; with
+//               serial_device, a device runs one task at a time (across its streams), so the
+//               OM's latency_us + latency_per_item_us x batch is a card's cost model
 //   record      every call, with its arguments, the calling thread's context and the result
 //
 // The OM format (a text file; real OM files are not readable without CANN):
@@ -42,6 +44,7 @@
 //
 // Options come from the environment when the library is first used (ACLSIM_SOC, ACLSIM_DEVICES,
 // ACLSIM_MEMORY_MB, ACLSIM_REFCOUNTED_INIT, ACLSIM_DESC_FROM_FILE=0, ACLSIM_LOAD_CHARGE, ACLSIM_OTHERS_MB,
+// ACLSIM_SERIAL_DEVICE=1,
 // ACLSIM_TRACE=file: every
 // record line is also appended there) and from aclsimReset's JSON.
 #pragma once
@@ -53,7 +56,7 @@ extern "C" {
 
 // Drops every process-level state (as a fresh process), then applies `options_json` (NULL or a
 // JSON object with any of: soc, devices, memory_mb, refcounted_init, desc_from_file,
-// load_charge, others_mb) over the
+// load_charge, others_mb, serial_device) over the
 // environment's options. Threads keep no context across a reset.
 void aclsimReset(const char* options_json);
 

@@ -146,6 +146,9 @@ struct Options {
   // What a load really takes on the device, as a multiple of what aclmdlQuerySize says
   // (workspace rounding, runtime overhead): a budget that copies the estimate is caught.
   double load_charge = 1.0;
+  // One device runs one execution at a time, as its AI cores do: a task starts when the one
+  // queued before it on the same device (any stream) ends. Off, streams run side by side.
+  bool serial_device = false;
   std::string trace;
 };
 
@@ -158,6 +161,7 @@ Options EnvOptions() {
   if (const char* v = std::getenv("ACLSIM_REFCOUNTED_INIT"); v && *v) o.refcounted_init = *v == '1';
   if (const char* v = std::getenv("ACLSIM_DESC_FROM_FILE"); v && *v) o.desc_from_file = *v != '0';
   if (const char* v = std::getenv("ACLSIM_LOAD_CHARGE"); v && *v) o.load_charge = std::atof(v);
+  if (const char* v = std::getenv("ACLSIM_SERIAL_DEVICE"); v && *v) o.serial_device = *v == '1';
   if (const char* v = std::getenv("ACLSIM_TRACE"); v && *v) o.trace = v;
   return o;
 }
@@ -200,6 +204,7 @@ struct Device {
   int set_count = 0;
   int default_context = 0;  // 0: none
   size_t used = 0;
+  std::chrono::steady_clock::time_point busy_until;  // serial_device: the last task's end
 };
 
 }  // namespace
@@ -1114,9 +1119,17 @@ aclError aclmdlExecuteAsync(uint32_t model_id, const aclmdlDataset* input, aclmd
                     " (the OM's fail_on)");
   }
   const bool hang = Holds(om, task.inputs[0], batch, om.hang_on);
-  task.ready = hang ? Clock::time_point::max()
-                    : Clock::now() + std::chrono::microseconds(
-                                         om.latency_us + om.latency_per_item_us * static_cast<int64_t>(batch));
+  const auto cost =
+      std::chrono::microseconds(om.latency_us + om.latency_per_item_us * static_cast<int64_t>(batch));
+  if (hang) {
+    task.ready = Clock::time_point::max();
+  } else if (s.options.serial_device) {
+    Device& device = s.devices[static_cast<size_t>(s.contexts.at(st->second.context).device)];
+    task.ready = std::max(Clock::now(), device.busy_until) + cost;
+    device.busy_until = task.ready;
+  } else {
+    task.ready = Clock::now() + cost;
+  }
   st->second.tasks.push_back(std::move(task));
   s.cv.notify_all();
   return Rec(s, call + " batch=" + std::to_string(batch) + (hang ? " hang=1" : ""), kSuccess);
@@ -1138,6 +1151,7 @@ void aclsimReset(const char* options_json) {
     o.refcounted_init = j.value("refcounted_init", o.refcounted_init);
     o.desc_from_file = j.value("desc_from_file", o.desc_from_file);
     o.load_charge = j.value("load_charge", o.load_charge);
+    o.serial_device = j.value("serial_device", o.serial_device);
   }
   ConfigureLocked(s, o);
   s.initialized = false;

@@ -196,6 +196,27 @@ TEST_F(AclBackendTest, TwoModelsServeConcurrentlyAtTheirGearsWithBuffersFromLoad
   EXPECT_EQ(counters["executions"], det_runs);
 }
 
+// serial_device: the simulated card runs one execution at a time whatever the stream, so the
+// OM's latency is a cost model a benchmark can hold the batcher to (bench/batching.sh).
+TEST_F(AclBackendTest, ASerialDeviceRunsOneExecutionAtATimeAcrossStreams) {
+  sim_ = AclSim::Reset(R"({"serial_device": true})");
+  json spec = Classifier();
+  spec["latency_us"] = 100'000;
+  auto service = Start("models:\n  - name: cls\n    path: " + Om("cls.om", spec) +
+                       "\n    thread_num: 2\n    max_batch: 1\n    warmup: 0\n");
+  ASSERT_TRUE(service->Ready());
+  const auto start = std::chrono::steady_clock::now();
+  auto a = Submit(*service, Bytes("cls", {1, 2, 3}));
+  auto b = Submit(*service, Bytes("cls", {4, 5, 6}));
+  ASSERT_TRUE(a.get().ok());
+  ASSERT_TRUE(b.get().ok());
+  // Two workers, two streams, and still one after the other.
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(200));
+  const auto executions = sim_.Calls("aclmdlExecuteAsync");
+  ASSERT_EQ(executions.size(), 2u);
+  EXPECT_NE(RecordField(executions[0], "stream"), RecordField(executions[1], "stream"));
+}
+
 TEST_F(AclBackendTest, DynamicBatchFalseBatchesNoFurtherThanBatchSize) {
   // A dynamic OM (gears 1..8), one worker, requests queued together: batches stop at 2.
   auto service = Start("models:\n  - name: det\n    path: " + Om("det.om", Detector()) +

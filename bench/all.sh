@@ -47,6 +47,7 @@ if $QUICK; then
   scenario "RAG mix (tiny, quick)" "${Q[@]}" BENCH_EMBED=2 BENCH_RERANK=2 BENCH_CHAT=1 -- rag_mix.sh tiny
   scenario "P8 vision (quick)" "${Q[@]}" BENCH_CONCURRENCY=4 -- vision.sh
   scenario "P9 batcher against its ideal (quick)" "${Q[@]}" -- batching.sh
+  scenario "P6b registered on-demand models (quick)" BENCH_MODELS=10 BENCH_ROUNDS=1 -- registry.sh tiny
 else
   MMSERVE_MODEL_SIZES=tiny,base bash "$ROOT/scripts/setup.sh" >/dev/null
   scenario "P1 embeddings, bert-base" BENCH_SECONDS=10 BENCH_ROUNDS=2 -- embeddings.sh base
@@ -59,6 +60,7 @@ else
   scenario "P8 vision, classifier with pre/post-processing" BENCH_SECONDS=10 -- vision.sh
   scenario "P9 batcher against its ideal, simulated card" BENCH_SECONDS=8 BENCH_ROUNDS=2 -- batching.sh
   scenario "P6 memory, bert-base" BENCH_SOAK=240 -- memory.sh base
+  scenario "P6b 100 registered on-demand models, bert-base" -- registry.sh base
 fi
 
 echo

@@ -1,12 +1,17 @@
 #include "backend/llama/gguf_summary.h"
 
 #include <gguf.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string_view>
-#include <unordered_map>
+#include <tuple>
+#include <vector>
 
 #include "common/strings.h"
 
@@ -51,25 +56,40 @@ Status CheckVocabulary(gguf_context* g, const std::string& path, int64_t& n_voca
   if (n == 0 || static_cast<int64_t>(n) > kMaxVocab) {
     return Corrupt(path, "tokenizer.ggml.tokens has " + std::to_string(n) + " tokens");
   }
-  std::unordered_map<std::string_view, size_t> seen;
-  seen.reserve(n);
+  // An open-addressing set of entry numbers, at most half full (so every probe ends): one
+  // allocation for the whole vocabulary instead of a node per token.
+  size_t capacity = 2;
+  while (capacity < 2 * n) capacity *= 2;
+  constexpr uint32_t kEmpty = UINT32_MAX;
+  std::vector<uint32_t> slots(capacity, kEmpty);
+  // As llama.cpp reads them: C strings.
+  const auto token = [&](size_t i) { return std::string_view(gguf_get_arr_str(g, k, i)); };
   for (size_t i = 0; i < n; ++i) {
-    // As llama.cpp reads them: C strings.
-    const std::string_view token(gguf_get_arr_str(g, k, i));
-    auto [it, inserted] = seen.emplace(token, i);
-    if (!inserted) {
+    const std::string_view t = token(i);
+    size_t at = std::hash<std::string_view>()(t) & (capacity - 1);
+    while (slots[at] != kEmpty && token(slots[at]) != t) at = (at + 1) & (capacity - 1);
+    if (slots[at] != kEmpty) {
       return Corrupt(path, "tokenizer.ggml.tokens has the token \"" +
-                               Abbreviate(ToValidUtf8(token)) + "\" twice (entries " +
-                               std::to_string(it->second) + " and " + std::to_string(i) + ")");
+                               Abbreviate(ToValidUtf8(t)) + "\" twice (entries " +
+                               std::to_string(slots[at]) + " and " + std::to_string(i) + ")");
     }
+    slots[at] = static_cast<uint32_t>(i);
   }
   n_vocab = static_cast<int64_t>(n);
   return Status::Ok();
 }
 
-}  // namespace
+// What identifies one version of a file: a rewrite, a rename over it or a touch changes it.
+using FileStamp = std::tuple<dev_t, ino_t, off_t, int64_t, int64_t>;
 
-Result<GgufSummary> ReadGguf(const std::string& path) {
+std::optional<FileStamp> StampOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  const auto ns = [](const timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; };
+  return FileStamp{st.st_dev, st.st_ino, st.st_size, ns(st.st_mtim), ns(st.st_ctim)};
+}
+
+Result<GgufSummary> ReadGgufUncached(const std::string& path) {
   char magic[4] = {};
   std::ifstream(path, std::ios::binary).read(magic, 4);
   if (std::memcmp(magic, "GGUF", 4) != 0) {
@@ -108,6 +128,29 @@ Result<GgufSummary> ReadGguf(const std::string& path) {
                        U32(g, path, a + ".context_length", 0, int64_t{UINT32_MAX}));
   MMS_RETURN_IF_ERROR(CheckVocabulary(g, path, s.n_vocab));
   return s;
+}
+
+}  // namespace
+
+Result<GgufSummary> ReadGguf(const std::string& path) {
+  constexpr size_t kMaxKept = 4096;
+  static std::mutex mu;
+  static std::map<std::string, std::pair<FileStamp, GgufSummary>> kept;
+  const auto stamp = StampOf(path);
+  if (stamp) {
+    std::lock_guard lock(mu);
+    if (auto it = kept.find(path); it != kept.end() && it->second.first == *stamp) {
+      return it->second.second;
+    }
+  }
+  auto summary = ReadGgufUncached(path);
+  // Kept only if the file did not change while it was read.
+  if (summary.ok() && stamp && StampOf(path) == stamp) {
+    std::lock_guard lock(mu);
+    if (kept.size() >= kMaxKept) kept.clear();
+    kept[path] = {*stamp, *summary};
+  }
+  return summary;
 }
 
 bool IsEncoderArchitecture(const std::string& architecture) {

@@ -62,5 +62,23 @@ TEST(GgufSummaryTest, ImplausibleHyperparametersAndBrokenFilesAreRefused) {
   EXPECT_THAT(s.status().message(), HasSubstr("bad magic"));
 }
 
+// A summary is kept while the file stays the same, and read again once it changes: a model file
+// replaced in place (same path) is never judged by its predecessor's header.
+TEST(GgufSummaryTest, AKeptSummaryFollowsTheFile) {
+  testing::TempDir dir;
+  const std::string bytes = testing::ReadFile(Seed("tiny"));
+  const std::string path = dir.Write("m.gguf", bytes).string();
+  ASSERT_TRUE(ReadGguf(path).ok());
+  ASSERT_TRUE(ReadGguf(path).ok());  // kept
+  // The same size, another header: the duplicate-token file is rewritten in place.
+  const std::string dup = testing::ReadFile(Seed("dup_token"));
+  dir.Write("m.gguf", dup);
+  auto s = ReadGguf(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("twice"));
+  dir.Write("m.gguf", bytes);
+  EXPECT_TRUE(ReadGguf(path).ok());  // an error is not kept either
+}
+
 }  // namespace
 }  // namespace mmserve

@@ -165,6 +165,11 @@ class Session {
   // blocks (no device wait, no sleep): the scheduler may then run requests on the threads that
   // submit them (`execution: inline`). Any thread.
   virtual bool executes_inline() const { return false; }
+  // True when the instances' executions queue on one device that runs one at a time (an NPU's
+  // AI cores): launching a second, partial batch while another instance's batch is on the
+  // device gains nothing but pays the launch cost again, so the batcher holds it until the batch
+  // fills or the device frees. False where instances compute side by side. Any thread.
+  virtual bool executions_share_device() const { return false; }
   // Warm-up (the template's 预热): a request of `rows` rows that exercises a real execution —
   // by default zeros (or the text "warmup") for every required input of the signature; null
   // when the model cannot be warmed that way. And the executions per batch tier when the config

@@ -30,6 +30,13 @@ bool ModelScheduler::WaitForWork(std::unique_lock<std::mutex>& lock, std::stop_t
   return !stop.stop_requested();
 }
 
+bool ModelScheduler::AnotherBatchExecuting(int index) const {
+  for (size_t w = 0; w < running_.size(); ++w) {
+    if (static_cast<int>(w) != index && running_[w].active) return true;
+  }
+  return false;
+}
+
 void ModelScheduler::BatchLoop(std::stop_token stop, int index,
                                std::unique_ptr<Instance> instance) {
   const size_t max_batch = static_cast<size_t>(options_.max_batch);
@@ -53,6 +60,14 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
                      [&] { return static_cast<size_t>(queued_) >= max_batch; });
       if (stop.stop_requested()) return;
       if (queued_ == 0) continue;  // another worker took them
+    }
+    if (options_.hold_partial_batches && static_cast<size_t>(queued_) < max_batch &&
+        AnotherBatchExecuting(index)) {
+      cv_.wait(lock, stop, [&] {
+        return static_cast<size_t>(queued_) >= max_batch || !AnotherBatchExecuting(index);
+      });
+      if (stop.stop_requested()) return;
+      if (queued_ == 0) continue;
     }
     std::vector<std::pair<std::unique_ptr<Pending>, Status>> dead;
     auto batch = TakeRequests(max_batch, dead);
@@ -90,6 +105,7 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     running = Running{};
     executing_ -= static_cast<int64_t>(batch.size());
     lock.unlock();
+    if (options_.hold_partial_batches) cv_.notify_all();  // a held worker may go now
 
     CountExecution(execution, end - start);
     for (size_t i = 0; i < batch.size(); ++i) {

@@ -113,6 +113,10 @@ class ModelScheduler {
     // A worker with fewer than max_batch requests queued waits up to this long (from the oldest
     // request's arrival) for the batch to fill.
     std::chrono::milliseconds max_queue_delay{0};
+    // A worker that would take fewer than max_batch requests while another worker's batch is
+    // executing waits until the batch fills or that execution ends (Session::
+    // executions_share_device: a serial device would only queue the partial batch behind it).
+    bool hold_partial_batches = false;
     bool preserve_ordering = false;
     int default_priority = kDefaultPriority;  // the level of requests that name none
     // Per level (index 1..kMaxPriorityLevel): queue bound and default timeout.
@@ -170,6 +174,8 @@ class ModelScheduler {
   ModelScheduler(Options options, Session& session);
   void WorkerLoop(std::stop_token stop, int index);
   void BatchLoop(std::stop_token stop, int index, std::unique_ptr<Instance> instance);
+  // Whether a worker other than `index` is executing a batch now. REQUIRES: mu_ held.
+  bool AnotherBatchExecuting(int index) const;
   void ContinuousLoop(std::stop_token stop, int index, std::unique_ptr<Instance> instance);
   void WatchdogLoop(std::stop_token stop);
   // The watchdog's parts, under mu_: when to wake next; queued requests that expired or were

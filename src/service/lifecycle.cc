@@ -46,6 +46,7 @@ ModelScheduler::Options SchedulerOptions(const ModelConfig& m, const Session& se
           .max_batch = max_batch,
           .batch_tiers = std::move(tiers),
           .max_queue_delay = m.max_queue_delay,
+          .hold_partial_batches = session.executions_share_device(),
           .preserve_ordering = m.preserve_ordering,
           .default_priority = m.priority,
           .levels = version.levels(),

@@ -182,6 +182,50 @@ TEST(ModelSchedulerTest, WaitsUpToMaxQueueDelayForAPartialBatchToFill) {
   ASSERT_TRUE((*scheduler)->Enqueue(Request(outcomes[2])).ok());
 }
 
+// hold_partial_batches (a device that runs one execution at a time): while one worker's batch
+// executes, another does not launch a partial batch behind it, but waits for the batch to fill
+// or for the device to free. Without it, the second worker takes what is there at once.
+TEST(ModelSchedulerTest, OnASerialDeviceAPartialBatchWaitsWhileAnotherExecutes) {
+  for (const bool hold : {false, true}) {
+    SCOPED_TRACE(hold ? "hold" : "no hold");
+    FakeSession session;
+    std::vector<Outcome> partial(3), last(1), after(2);
+    Outcome first, second;
+    auto opts = Opts(4);
+    opts.thread_num = 2;
+    opts.hold_partial_batches = hold;
+    auto scheduler = ModelScheduler::Create(opts, session);
+    ASSERT_TRUE(scheduler.ok());
+    ModelScheduler& s = **scheduler;
+    OccupyWorker(s, session, first);
+    for (auto& o : partial) ASSERT_TRUE(s.Enqueue(Request(o)).ok());
+    if (!hold) {
+      // The second worker launches whatever has arrived, a partial batch, at once.
+      while (s.executing() < 2) std::this_thread::sleep_for(1ms);
+      session.Release();
+      for (auto& o : partial) EXPECT_TRUE(o.future.get().ok());
+      continue;
+    }
+    std::this_thread::sleep_for(50ms);
+    EXPECT_EQ(s.executing(), 1);  // the three wait
+    EXPECT_EQ(s.queued(), 3);
+    ASSERT_TRUE(s.Enqueue(Request(last[0])).ok());  // the batch is full: it goes
+    while (s.executing() < 5) std::this_thread::sleep_for(1ms);
+    session.Release();
+    for (auto& o : partial) EXPECT_TRUE(o.future.get().ok());
+    EXPECT_TRUE(first.future.get().ok());
+    // A partial batch goes once the other execution ends.
+    OccupyWorker(s, session, second);
+    for (auto& o : after) ASSERT_TRUE(s.Enqueue(Request(o)).ok());
+    std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(s.executing(), 1);
+    session.Release();
+    for (auto& o : after) EXPECT_TRUE(o.future.get().ok());
+    std::lock_guard lock(session.mu);
+    EXPECT_THAT(session.batch_sizes, ::testing::UnorderedElementsAre(1, 4, 1, 2));  // never 3
+  }
+}
+
 TEST(ModelSchedulerTest, AFormedBatchRunsAtTheSmallestTierThatHoldsIt) {
   FakeSession session;
   auto opts = Opts(8);

@@ -157,6 +157,8 @@ class AclSession final : public Session {
   const ModelSignature& signature() const override { return signature_; }
   int64_t resident_bytes() const override { return device_bytes_.load(); }
   std::vector<int> batch_tiers() const override { return info_.gears; }
+  // Every worker's stream feeds the same AI cores.
+  bool executions_share_device() const override { return true; }
   // The first execution at each gear pays for kernel selection and memory setup: on by default.
   int default_warmup() const override { return 1; }
   Result<std::unique_ptr<Instance>> CreateInstance(int index) override {

@@ -37,6 +37,23 @@ bool ModelScheduler::AnotherBatchExecuting(int index) const {
   return false;
 }
 
+bool ModelScheduler::WaitForBatch(std::unique_lock<std::mutex>& lock, std::stop_token stop,
+                                  int index) {
+  const size_t max_batch = static_cast<size_t>(options_.max_batch);
+  const auto full = [&] { return static_cast<size_t>(queued_) >= max_batch; };
+  if (options_.max_queue_delay.count() > 0 && !full()) {
+    Clock::time_point oldest = Clock::time_point::max();
+    for (const auto& q : queues_) {
+      if (!q.empty()) oldest = std::min(oldest, q.front()->ledger.enqueued);
+    }
+    cv_.wait_until(lock, stop, oldest + options_.max_queue_delay, full);
+  }
+  if (options_.hold_partial_batches && !full() && AnotherBatchExecuting(index)) {
+    cv_.wait(lock, stop, [&] { return full() || !AnotherBatchExecuting(index); });
+  }
+  return !stop.stop_requested() && queued_ > 0;
+}
+
 void ModelScheduler::BatchLoop(std::stop_token stop, int index,
                                std::unique_ptr<Instance> instance) {
   const size_t max_batch = static_cast<size_t>(options_.max_batch);
@@ -51,23 +68,9 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
       lock.lock();
       continue;
     }
-    if (options_.max_queue_delay.count() > 0 && static_cast<size_t>(queued_) < max_batch) {
-      Clock::time_point oldest = Clock::time_point::max();
-      for (const auto& q : queues_) {
-        if (!q.empty()) oldest = std::min(oldest, q.front()->ledger.enqueued);
-      }
-      cv_.wait_until(lock, stop, oldest + options_.max_queue_delay,
-                     [&] { return static_cast<size_t>(queued_) >= max_batch; });
+    if (!WaitForBatch(lock, stop, index)) {
       if (stop.stop_requested()) return;
-      if (queued_ == 0) continue;  // another worker took them
-    }
-    if (options_.hold_partial_batches && static_cast<size_t>(queued_) < max_batch &&
-        AnotherBatchExecuting(index)) {
-      cv_.wait(lock, stop, [&] {
-        return static_cast<size_t>(queued_) >= max_batch || !AnotherBatchExecuting(index);
-      });
-      if (stop.stop_requested()) return;
-      if (queued_ == 0) continue;
+      continue;  // another worker took them
     }
     std::vector<std::pair<std::unique_ptr<Pending>, Status>> dead;
     auto batch = TakeRequests(max_batch, dead);
@@ -79,8 +82,9 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
       running.pendings.push_back(p.get());
     }
     std::vector<BatchItem> items;
-    items.reserve(batch.size());
-    for (const auto& p : batch) items.push_back({p->request.get()});
+    // Made in place: a temporary BatchItem moved in trips GCC 12's maybe-uninitialized.
+    items.resize(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) items[i].request = batch[i]->request.get();
     Execution execution{.items = BatchView(items), .tier = TierFor(batch.size())};
     running.execution = &execution;
     running.batch = static_cast<int>(batch.size());

@@ -176,6 +176,11 @@ class ModelScheduler {
   void BatchLoop(std::stop_token stop, int index, std::unique_ptr<Instance> instance);
   // Whether a worker other than `index` is executing a batch now. REQUIRES: mu_ held.
   bool AnotherBatchExecuting(int index) const;
+  // Before worker `index` takes a batch: waits up to max_queue_delay for a partial batch to
+  // fill and, with hold_partial_batches, while another worker's batch executes. False when
+  // nothing is left to take (another worker took it) or the scheduler stops. REQUIRES: `lock`
+  // holds mu_.
+  bool WaitForBatch(std::unique_lock<std::mutex>& lock, std::stop_token stop, int index);
   void ContinuousLoop(std::stop_token stop, int index, std::unique_ptr<Instance> instance);
   void WatchdogLoop(std::stop_token stop);
   // The watchdog's parts, under mu_: when to wake next; queued requests that expired or were

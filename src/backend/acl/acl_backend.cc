@@ -306,9 +306,10 @@ Status AclInstance::LoadMeasured() {
   if (measured_before && measured_after && free_before >= free_after) {
     took = static_cast<int64_t>(free_before - free_after);
     if (took != promised) {
-      spdlog::debug("acl: model {} instance {}: the load took {} B on the device, "
-                    "aclmdlQuerySize said {} B",
-                    session_.model().name, index_, took, promised);
+      spdlog::debug("acl: model {} instance {}: the load took {} ({} B) on the device, "
+                    "aclmdlQuerySize said {} ({} B)",
+                    session_.model().name, index_, FormatMib(took), took, FormatMib(promised),
+                    promised);
     }
   }
   device_bytes_ += took;

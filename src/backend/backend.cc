@@ -34,18 +34,12 @@ std::unique_ptr<InferRequest> Session::WarmupRequest(int rows) const {
   return request;
 }
 
-}  // namespace mmserve
-
-namespace mmserve {
-
 Result<std::unique_ptr<Session>> Backend::Load(const ModelConfig& model, LoadProgress* progress) {
-  if (progress) {
-    auto session = LoadSession(model, *progress);
-    if (session.ok()) progress->Finish();
-    return session;
-  }
-  LoadProgress quiet(model.name, 0);
-  return LoadSession(model, quiet);
+  LoadProgress quiet(model.name, 0);  // a total of 0 is never logged
+  LoadProgress& reported = progress ? *progress : quiet;
+  auto session = LoadSession(model, reported);
+  if (session.ok()) reported.Finish();
+  return session;
 }
 
 }  // namespace mmserve

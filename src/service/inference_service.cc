@@ -379,13 +379,7 @@ void InferenceService::Reload(ReloadDone done) {
     if (!accepting_) return done(Unavailable("the server is shutting down"));
     Result<ReloadReport> result = Contained("reload", [&] { return changes_.Reload(); });
     if (result.ok()) {
-      const ReloadReport& r = *result;
-      lifecycle_.events().Record(
-          "reloaded", "", 0,
-          std::to_string(r.added.size()) + " added, " + std::to_string(r.reloaded.size()) +
-              " reloaded, " + std::to_string(r.retired.size()) + " retired, " +
-              std::to_string(r.rerouted.size()) + " rerouted" +
-              (r.restart.empty() ? "" : "; after a restart: " + Join(r.restart, ", ")));
+      lifecycle_.events().Record("reloaded", "", 0, ReloadSummary(*result));
     } else {
       lifecycle_.events().Record("reload_rejected", "", 0, std::string(result.status().message()));
     }

@@ -8,6 +8,14 @@
 
 namespace mmserve {
 
+std::string ReloadSummary(const ReloadReport& r) {
+  return std::to_string(r.added.size()) + " added, " + std::to_string(r.reloaded.size()) +
+         " reloaded, " + std::to_string(r.retired.size()) + " retired, " +
+         std::to_string(r.rerouted.size()) + " rerouted, " + std::to_string(r.kept.size()) +
+         " kept, " + std::to_string(r.unchanged) + " unchanged" +
+         (r.restart.empty() ? "" : "; after a restart: " + Join(r.restart, ", "));
+}
+
 namespace {
 
 // A uniform draw in [0, 1): from the request id when it has one (the same id always draws the

@@ -64,6 +64,8 @@ struct ReloadReport {
   std::vector<std::string> restart;    // global settings that take effect after a restart
   int unchanged = 0;                   // versions untouched
 };
+// "1 added, 0 reloaded, ... 3 unchanged[; after a restart: ...]": the reload's log line and event.
+std::string ReloadSummary(const ReloadReport& report);
 
 // How a model's versions change when its new configs replace what `before` serves: unchanged
 // versions (same fingerprint) are kept, the others are made anew by `make`.

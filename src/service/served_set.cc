@@ -102,12 +102,7 @@ Result<ReloadReport> ServedSetChanges::Apply(ServerConfig next) {
     Publish(name, nullptr);
   }
   registry_.SetServed(std::move(served), next.global);
-  spdlog::info("config: reloaded: {} added, {} reloaded, {} retired, {} rerouted, {} kept, {} "
-               "unchanged{}",
-               report.added.size(), report.reloaded.size(), report.retired.size(),
-               report.rerouted.size(), report.kept.size(), report.unchanged,
-               report.restart.empty() ? ""
-                                      : "; after a restart: " + Join(report.restart, ", "));
+  spdlog::info("config: reloaded: {}", ReloadSummary(report));
   return report;
 }
 

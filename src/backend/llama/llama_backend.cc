@@ -17,19 +17,52 @@
 namespace mmserve {
 namespace {
 
+// Per worker instance (one llama_context each), the buffers llama.cpp allocates at this release:
+// graph metadata for its scheduler (a fixed ~24 MiB), outputs, and a compute buffer — for a
+// generator dominated by the logits of a whole prompt chunk (n_batch x vocabulary), for an
+// encoder growing with the token budget; a generator adds an F16 KV cache of n_seq x n_ctx cells
+// per layer. In double: the header's values are bounded, but their products may still exceed
+// int64.
+double ContextBytes(const LlamaOptions& o, const GgufSummary& gguf, bool generate) {
+  const int64_t n_batch = o.n_batch > 0 ? o.n_batch : (generate ? 512 : 2048);
+  constexpr int64_t kGraphMetadataBytes = int64_t{24} << 20;
+  double bytes = kGraphMetadataBytes;
+  if (generate) {
+    const int64_t n_seq = o.n_parallel > 0 ? o.n_parallel : 4;
+    const int64_t n_ctx_seq = o.n_ctx > 0 ? o.n_ctx : 2048;
+    const double n_embd_kv =
+        gguf.n_head > 0 ? static_cast<double>(gguf.n_embd) * gguf.n_head_kv / gguf.n_head : 0;
+    bytes += 4.0 * n_batch * gguf.n_vocab;                        // chunk logits
+    bytes += 4.0 * n_seq * n_ctx_seq * gguf.n_layer * n_embd_kv;  // K and V, F16
+    bytes += 4.0 * n_seq * gguf.n_vocab;                          // output logits
+  } else {
+    // Activations of a full token budget: per token ~9 floats per embedding dimension plus ~940
+    // (fitted to llama.cpp's compute buffers for BERT at 64 and 768 dimensions).
+    bytes += 4.0 * n_batch * (9.0 * gguf.n_embd + 940);
+    bytes += 1024.0 * n_batch;  // outputs
+  }
+  return bytes;
+}
+
 class LlamaSession final : public Session {
  public:
+  // `context_bytes`: what one llama_context holds (ContextBytes).
   LlamaSession(LlamaModelPtr model, bool generate, EncoderTask task, LlamaOptions options,
-               ModelSignature signature)
+               ModelSignature signature, int64_t context_bytes)
       : model_(std::move(model)),
         generate_(generate),
         task_(task),
         options_(std::move(options)),
-        signature_(std::move(signature)) {}
+        signature_(std::move(signature)),
+        context_bytes_(context_bytes) {}
 
   const ModelSignature& signature() const override { return signature_; }
+  // The weights as llama.cpp counts them, plus each live context's buffers (KV cache, compute,
+  // outputs) as ContextBytes sizes them: llama.h tells no context's buffer sizes, and without
+  // them a generator's footprint missed its KV cache (a quarter of llama-base's at 4 x 512).
   int64_t resident_bytes() const override {
-    return static_cast<int64_t>(llama_model_size(model_.get()));
+    return static_cast<int64_t>(llama_model_size(model_.get())) +
+           stats_.contexts.load() * context_bytes_;
   }
   ExecutionStyle style() const override {
     return generate_ ? ExecutionStyle::kContinuous : ExecutionStyle::kBatch;
@@ -123,6 +156,7 @@ class LlamaSession final : public Session {
   const EncoderTask task_;
   const LlamaOptions options_;
   const ModelSignature signature_;
+  const int64_t context_bytes_;
   // Per sequence: params.n_ctx, else the model's training context.
   const int64_t context_length_ =
       options_.n_ctx > 0 ? options_.n_ctx : llama_model_n_ctx_train(model_.get());
@@ -196,34 +230,15 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
   const LlamaOptions o = ReadLlamaOptions(model, errors);
   MMS_RETURN_IF_ERROR(errors.ToStatus());
   MMS_ASSIGN_OR_RETURN(GgufSummary gguf, ReadGguf(model.path.string()));
-  // Per worker instance (one llama_context each), the buffers llama.cpp allocates at this
-  // release: graph metadata for its scheduler (a fixed ~24 MiB), outputs, and a compute buffer —
-  // for a generator dominated by the logits of a whole prompt chunk (n_batch x vocabulary), for
-  // an encoder growing with the token budget; a generator adds an F16 KV cache of n_seq x n_ctx
-  // cells per layer. The model adds its weights and its vocabulary tables.
+  // Each worker's context (ContextBytes); the model adds its weights and vocabulary tables.
   const bool generate = model.task == "generate";
-  const int64_t n_batch = o.n_batch > 0 ? o.n_batch : (generate ? 512 : 2048);
-  constexpr int64_t kGraphMetadataBytes = int64_t{24} << 20;
   constexpr int64_t kBytesPerVocabEntry = 160;
-  // In double: the header's values are bounded, but their products may still exceed int64.
-  double per_instance = kGraphMetadataBytes;
+  const double per_instance = ContextBytes(o, gguf, generate);
   std::string source = "GGUF tensor table + vocabulary + " + std::to_string(model.thread_num) +
                        " x (graph + compute buffer";
   if (generate) {
-    const int64_t n_seq = o.n_parallel > 0 ? o.n_parallel : 4;
-    const int64_t n_ctx_seq = o.n_ctx > 0 ? o.n_ctx : 2048;
-    const double n_embd_kv =
-        gguf.n_head > 0 ? static_cast<double>(gguf.n_embd) * gguf.n_head_kv / gguf.n_head : 0;
-    per_instance += 4.0 * n_batch * gguf.n_vocab;                        // chunk logits
-    per_instance += 4.0 * n_seq * n_ctx_seq * gguf.n_layer * n_embd_kv;  // K and V, F16
-    per_instance += 4.0 * n_seq * gguf.n_vocab;                          // output logits
-    source += " + KV cache " + std::to_string(n_seq) + " x " + std::to_string(n_ctx_seq) +
-              " cells";
-  } else {
-    // Activations of a full token budget: per token ~9 floats per embedding dimension plus ~940
-    // (fitted to llama.cpp's compute buffers for BERT at 64 and 768 dimensions).
-    per_instance += 4.0 * n_batch * (9.0 * gguf.n_embd + 940);
-    per_instance += 1024.0 * n_batch;  // outputs
+    source += " + KV cache " + std::to_string(o.n_parallel > 0 ? o.n_parallel : 4) + " x " +
+              std::to_string(o.n_ctx > 0 ? o.n_ctx : 2048) + " cells";
   }
   const double bytes = static_cast<double>(gguf.weights_bytes) +
                        static_cast<double>(gguf.n_vocab) * kBytesPerVocabEntry +
@@ -313,9 +328,9 @@ Result<std::unique_ptr<Session>> LlamaBackend::LoadSession(const ModelConfig& mo
     signature.inputs = {{"QUERY", DataType::kBytes, {1}}, {"DOCUMENTS", DataType::kBytes, {-1}}};
     signature.outputs = {{"SCORES", DataType::kFp32, {-1}}, {"TRUNCATED", DataType::kBool, {-1}}};
   }
-  return std::unique_ptr<Session>(
-      std::make_unique<LlamaSession>(std::move(loaded), generate, task, options,
-                                     std::move(signature)));
+  const auto context_bytes = static_cast<int64_t>(ContextBytes(options, gguf, generate));
+  return std::unique_ptr<Session>(std::make_unique<LlamaSession>(
+      std::move(loaded), generate, task, options, std::move(signature), context_bytes));
 }
 
 }  // namespace mmserve

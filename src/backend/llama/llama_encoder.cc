@@ -152,6 +152,7 @@ LlamaEncoder::LlamaEncoder(const llama_model* model, EncoderTask task, LlamaOpti
   if (options_.n_ctx > 0) max_tokens_ = std::min(max_tokens_, options_.n_ctx);
   batch_ = llama_batch_init(n_batch_, 0, 1);
   ReleaseUnusedLogits(n_seq_max_);  // the context reserved outputs for n_seq_max
+  stats_.contexts.fetch_add(1);
 }
 
 void LlamaEncoder::ReleaseUnusedLogits(int n_tokens) {
@@ -162,7 +163,10 @@ void LlamaEncoder::ReleaseUnusedLogits(int n_tokens) {
   ReleasePages(logits, rows * static_cast<size_t>(llama_vocab_n_tokens(vocab_)) * sizeof(float));
 }
 
-LlamaEncoder::~LlamaEncoder() { llama_batch_free(batch_); }
+LlamaEncoder::~LlamaEncoder() {
+  llama_batch_free(batch_);
+  stats_.contexts.fetch_sub(1);
+}
 
 std::vector<llama_token> LlamaEncoder::Tokenize(std::string_view text, bool add_special) const {
   // parse_special matches llama-embedding for embeddings and llama-server's rerank prompt.

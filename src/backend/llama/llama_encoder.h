@@ -67,6 +67,7 @@ struct LlamaStats {
   std::atomic<uint64_t> decodes{0};
   std::atomic<uint64_t> sequences{0};
   std::atomic<uint64_t> tokens{0};
+  std::atomic<int64_t> contexts{0};           // live encoders and generators (a context each)
   std::atomic<uint64_t> generated_tokens{0};  // generate: tokens sampled
   AtomicHistogram time_to_first_token;        // generate: arrival → first token, per sequence
   AtomicHistogram time_per_output_token;      // generate: each later token's gap to the last

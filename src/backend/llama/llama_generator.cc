@@ -53,11 +53,13 @@ LlamaGenerator::LlamaGenerator(const llama_model* model, LlamaOptions options, L
   n_batch_ = static_cast<int>(llama_n_batch(context_.get()));
   n_ctx_seq_ = static_cast<int>(llama_n_ctx_seq(context_.get()));
   batch_ = llama_batch_init(n_batch_, 0, 1);
+  stats_.contexts.fetch_add(1);
 }
 
 LlamaGenerator::~LlamaGenerator() {
   CancelAll(Unavailable("the model was unloaded"));
   llama_batch_free(batch_);
+  stats_.contexts.fetch_sub(1);
 }
 
 bool LlamaGenerator::Abort() {

@@ -387,7 +387,7 @@ TEST_F(LlamaBackendTest, ChatMessagesAreRenderedWithChatMLWhenTheModelHasNoTempl
               HasSubstr("give either PROMPT, or chat messages as ROLES and CONTENTS"));
 }
 
-TEST_F(LlamaBackendTest, EstimateBeforeLoadIsWithinAQuarterOfTheMeasuredFootprint) {
+TEST_F(LlamaBackendTest, EstimateAndHeldBytesAreWithinAQuarterOfTheMeasuredFootprint) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "ASan replaces the allocator whose counters measure the footprint; the "
                   "regular build runs this test";
@@ -405,6 +405,13 @@ TEST_F(LlamaBackendTest, EstimateBeforeLoadIsWithinAQuarterOfTheMeasuredFootprin
                            << info->measured_bytes;
     EXPECT_LT(ratio, 1.25) << task << ": estimate " << info->estimate.bytes << " measured "
                            << info->measured_bytes;
+    // What the budget counts while it is loaded: the weights and each context's buffers (the
+    // weights alone were a third of a generator's).
+    const double held = static_cast<double>(info->resident_bytes) / info->measured_bytes;
+    EXPECT_GT(held, 0.75) << task << ": holds " << info->resident_bytes << " measured "
+                          << info->measured_bytes;
+    EXPECT_LT(held, 1.25) << task << ": holds " << info->resident_bytes << " measured "
+                          << info->measured_bytes;
   }
 }
 

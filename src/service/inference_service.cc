@@ -243,8 +243,14 @@ Status InferenceService::Admit(const std::shared_ptr<ModelVersion>& version,
   MutexLock lock(version->mu);
   const ModelConfig& m = version->config();
   const auto now = time_.Now();
+  version->CountRequestLocked(now);
   switch (version->state) {
     case VersionState::kReady:
+      if (version->draining) {
+        // Being emptied for another model's load: wait for its next load.
+        version->waiting.push_back(std::move(request));
+        return Status::Ok();
+      }
       loaded = version->loaded;
       ++version->in_flight;  // before the lock goes: an idle unload must see it
       version->last_used = now;

@@ -7,8 +7,13 @@
 //           past their deadline, unloads versions idle past their keep_alive and retired ones
 //           whose requests are done, then calls the tick hook (the config watch).
 //
-// Budgets: before a version loads, MakeRoom evicts idle, unpinned versions of its domain —
-// retired first, then lower priority, then least recently used — until the estimate fits; the
+// Budgets: before a version loads, MakeRoom evicts unpinned versions of its domain until the
+// estimate fits — retired first, then lower priority. A load nobody waits for (start-up, the
+// repository API) takes only idle ones, least recently used first. A load requests wait for
+// also takes busy ones, by what losing each costs: first those resident for kMinResidency and
+// twice their load time (no thrash; a younger one is waited for), idle before busy, then the
+// least reload time x request rate. A busy one is drained — its new requests wait for its next
+// load, those in flight finish — then evicted, all within the waiting requests' deadlines. The
 // load fails with who holds what when nothing more can go.
 //
 // Thread-safety: every public method may be called from any thread; loads run one at a time
@@ -21,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -93,8 +99,26 @@ class Lifecycle {
   EventLog& events() const { return *events_; }
 
  private:
+  struct RoomScan;
+  enum class DrainResult { kDrained, kLookAgain, kTooLate };
+  static constexpr auto kMinResidency = std::chrono::seconds(1);
+  static constexpr auto kMaxDrainWait = std::chrono::seconds(60);
+
   // Before `loading` loads `bytes` more: evicts until they fit, or what is needed and held.
   Status MakeRoom(const ModelVersion& loading, int64_t bytes);
+  // What the other versions of `loading`'s domain hold, and which to free first; `demand`:
+  // requests wait for the load.
+  RoomScan ScanRoom(const ModelVersion& loading, bool demand) const;
+  // The latest deadline of the requests waiting for `loading` (at most kMaxDrainWait away);
+  // none when no request waits.
+  static std::optional<Clock::time_point> WaitingDeadline(const ModelVersion& loading);
+  // Drains `victim` for `for_whom`'s load: kDrained once nothing of it is in flight (it stays
+  // draining until evicted), kLookAgain after waiting a little for it to be `eligible` (or when
+  // it changed state), kTooLate when that or the drain would pass `until`.
+  DrainResult Drain(ModelVersion& victim, Clock::time_point eligible, Clock::time_point until,
+                    const std::string& for_whom);
+  // Ends a drain that did not lead to an eviction: the requests it held back are routed again.
+  void Undrain(ModelVersion& victim);
   // Evicts an idle `version` (to kOnDemand) with `why`; false if a request arrived meanwhile.
   bool Evict(ModelVersion& version, std::string why);
   // The unload's second half, without locks: frees what `version` held and moves it from

@@ -1,6 +1,7 @@
 #include "service/model_version.h"
 
 #include <cassert>
+#include <cmath>
 
 #include "common/logging.h"
 #include "common/strings.h"
@@ -131,6 +132,16 @@ int64_t ModelVersion::FootprintLocked() const {
   const int64_t resident = loaded->session->resident_bytes();
   if (resident > 0) return resident;
   return measured_bytes > 0 ? measured_bytes : estimate.bytes;
+}
+
+void ModelVersion::CountRequestLocked(Clock::time_point now) {
+  rate_ = RateLocked(now) + 1.0 / std::chrono::duration<double>(kRateWindow).count();
+  rate_at_ = now;
+}
+
+double ModelVersion::RateLocked(Clock::time_point now) const {
+  const double age = std::chrono::duration<double>(now - rate_at_).count();
+  return age <= 0 ? rate_ : rate_ * std::exp(-age / std::chrono::duration<double>(kRateWindow).count());
 }
 
 ModelInfo ModelVersion::Snapshot() const {

@@ -124,6 +124,11 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   // What the model holds now: the backend's own figure, else the heap's growth over its load,
   // else the estimate. REQUIRES: mu held.
   int64_t FootprintLocked() const REQUIRES(mu);
+  // Its request rate, decayed over kRateWindow (what an eviction would cost it): counts one
+  // request at `now`, or reads the rate at `now`. REQUIRES: mu held.
+  static constexpr auto kRateWindow = std::chrono::seconds(10);
+  void CountRequestLocked(Clock::time_point now) REQUIRES(mu);
+  double RateLocked(Clock::time_point now) const REQUIRES(mu);
 
   mutable Mutex mu;
   VersionState state GUARDED_BY(mu) = VersionState::kUnloaded;
@@ -134,13 +139,17 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   int64_t measured_bytes GUARDED_BY(mu) = 0;
   std::shared_ptr<LoadedModel> loaded GUARDED_BY(mu);  // set exactly while kReady
   ModelSignature signature GUARDED_BY(mu);             // kept from its last load
-  // Requests waiting for a load: in kLoadingOnDemand, or kUnloading to kOnDemand.
+  // Requests waiting for a load: in kLoadingOnDemand, kUnloading to kOnDemand, or draining.
   std::vector<std::unique_ptr<InferRequest>> waiting GUARDED_BY(mu);
   int64_t in_flight GUARDED_BY(mu) = 0;
   int64_t loads GUARDED_BY(mu) = 0;
   int64_t evictions GUARDED_BY(mu) = 0;
   std::chrono::nanoseconds last_load_time GUARDED_BY(mu){0};
+  Clock::time_point ready_at GUARDED_BY(mu);  // steady clock: when its last load finished
   Clock::time_point last_used GUARDED_BY(mu) = Clock::now();
+  // While kReady: being emptied to make room for another model's load; new requests wait in
+  // `waiting` for its next load instead of joining its queue. Cleared when it unloads.
+  bool draining GUARDED_BY(mu) = false;
   // kFailed after a load its requests started: requests get its error until then, and the
   // first one after it loads again. Unset after a load someone told (no retry on request).
   std::optional<Clock::time_point> retry_at GUARDED_BY(mu);
@@ -152,6 +161,9 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   std::optional<Event> last_event GUARDED_BY(mu);
 
  private:
+  double rate_ GUARDED_BY(mu) = 0;  // requests per second at rate_at_
+  Clock::time_point rate_at_ GUARDED_BY(mu);
+
   const ModelConfig config_;
   const std::string domain_;
   const std::shared_ptr<EventLog> events_;

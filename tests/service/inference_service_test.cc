@@ -409,6 +409,47 @@ TEST_F(InferenceServiceTest, AtEqualPriorityTheLeastRecentlyUsedGoesAndPinnedNev
   EXPECT_EQ(pinned->GetModel("normal")->state, ModelState::kReady);
 }
 
+// Every holder busy: a load that requests wait for drains one — once it has been resident for
+// its minimum (no thrash) — and evicts it. Requests that reach it meanwhile wait for its next
+// load: none fails. (Equal priorities: the priority gate would hold a lower level's requests
+// while a higher one is busy, and its drain with them.)
+TEST_F(InferenceServiceTest, ADemandLoadDrainsABusyModelOnceItWasResidentLongEnough) {
+  auto service = Start(R"(global: {memory_pool: 100, preflight: {factor: 1.0, max_fill: 1.0}}
+models:
+  - {name: busy, backend: identity, params: {memory_mb: 40, latency_ms: 5, tensors: [{datatype: INT32}]}}
+  - {name: kept, backend: identity, pinned: true, params: {memory_mb: 40, latency_ms: 5, tensors: [{datatype: INT32}]}}
+  - {name: third, backend: identity, load: on_demand, params: {memory_mb: 40, tensors: [{datatype: INT32}]}}
+)");
+  const auto started = Clock::now();
+  std::atomic<bool> stop{false};
+  std::atomic<int> answered{0}, failed{0};
+  std::vector<std::thread> clients;
+  for (const char* model : {"busy", "busy", "kept", "kept"}) {
+    clients.emplace_back([&, model] {
+      while (!stop) {
+        auto r = Infer(*service, Ints(model, {1}));
+        ++(r.ok() ? answered : failed);
+      }
+    });
+  }
+  while (answered < 8) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto third = Infer(*service, Ints("third", {7}));
+  const auto waited = Clock::now() - started;
+  stop = true;
+  for (auto& c : clients) c.join();
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(failed, 0) << "a drained model's requests wait for its next load";
+  EXPECT_GE(waited, std::chrono::milliseconds(900)) << "evicted before a second of residency";
+  std::vector<std::string> evicted;
+  for (const Event& e : service->events().Since(0)) {
+    if (e.kind == "evicted") evicted.push_back(e.model);
+  }
+  ASSERT_FALSE(evicted.empty());
+  EXPECT_EQ(evicted[0], "busy");
+  EXPECT_GE(service->GetModel("busy")->loads, 2) << "its waiting requests loaded it again";
+  EXPECT_EQ(service->GetModel("kept")->state, ModelState::kReady);
+}
+
 // ---- versions, labels, canary, reload, repository ----------------------------------------------
 
 constexpr const char* kVersioned = R"(models:

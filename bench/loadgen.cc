@@ -20,6 +20,14 @@
 //
 //   sweeps:                 --concurrency 1,4,16,64 or --rate 50,100,200 measures each point
 //                           in turn (warm-up and window each), one output per point.
+//   --mix FILE:             HTTP requests to several models: FILE is a JSON array of
+//                           {"name", "path", "body_file", "expect"}. Each request picks one by
+//                           a Zipf law over a ranking (--zipf S, default 1.1) that is shuffled
+//                           anew every --shift-seconds (default 20; 0: never), the same
+//                           rankings at the same times in every run; "models" in the output
+//                           has each one's requests, errors, rps, p50 and p99. --timeout S
+//                           fails a request not answered in S seconds (a wedged server ends
+//                           the run with errors instead of never).
 //
 //   loadgen --port 8000 --path /v2/models/m/infer --body-file body.json --expect EMBEDDING
 //           [--concurrency 64] [--rate 0] [--seconds 20] [--warmup 2] [--stream] [--markdown]
@@ -35,6 +43,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -47,6 +56,9 @@
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -109,20 +121,22 @@ struct Answer {
   std::vector<Clock::time_point> events;
 };
 
-// One client's connection. Send() sends the request and waits for the whole answer; it throws
-// only when the connection fails.
+// One client's connection. Send() sends the request (the `target`th of a --mix) and waits for
+// the whole answer; it throws only when the connection fails.
 class Client {
  public:
   virtual ~Client() = default;
-  virtual Answer Send() = 0;
+  virtual Answer Send(size_t target) = 0;
 };
 
 class HttpClient final : public Client {
  public:
   HttpClient(std::string host, int port, std::string path, const std::string& payload,
-             const std::string& content_type, std::string expect, bool stream_events)
+             const std::string& content_type, std::string expect, bool stream_events,
+             int timeout_s = 0)
       : host_(std::move(host)),
         port_(port),
+        timeout_s_(timeout_s),
         expect_(std::move(expect)),
         stream_events_(stream_events),
         request_(http::verb::post, path, 11) {
@@ -133,7 +147,7 @@ class HttpClient final : public Client {
     request_.prepare_payload();
   }
 
-  Answer Send() override {
+  Answer Send(size_t /*target*/) override {
     Answer answer;
     std::optional<http::response_parser<http::string_body>> parsed;
     for (int attempt = 0;; ++attempt) {
@@ -187,11 +201,19 @@ class HttpClient final : public Client {
     stream_.emplace(ioc_);
     stream_->connect(
         net::ip::tcp::endpoint(net::ip::make_address(host_), static_cast<unsigned short>(port_)));
+    if (timeout_s_ > 0) {
+      // A server that never answers fails the request (an error) instead of the run.
+      const timeval limit{.tv_sec = timeout_s_, .tv_usec = 0};
+      for (int option : {SO_RCVTIMEO, SO_SNDTIMEO}) {
+        ::setsockopt(stream_->socket().native_handle(), SOL_SOCKET, option, &limit, sizeof limit);
+      }
+    }
     reused_ = false;
   }
 
   const std::string host_;
   const int port_;
+  const int timeout_s_;  // per socket read or write; 0: none
   const std::string expect_;
   const bool stream_events_;
   http::request<http::string_body> request_;
@@ -212,7 +234,7 @@ class GrpcClient final : public Client {
         host + ":" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
   }
 
-  Answer Send() override {
+  Answer Send(size_t /*target*/) override {
     Answer answer;
     grpc::ClientContext context;
     if (!stream_events_) {
@@ -272,6 +294,50 @@ class GrpcClient final : public Client {
   std::unique_ptr<pb::GRPCInferenceService::Stub> stub_;
 };
 
+// --mix: one keep-alive connection per model and client, the model picked per request.
+struct Target {
+  std::string name, path, payload, expect;
+};
+
+class MixClient final : public Client {
+ public:
+  MixClient(const std::string& host, int port, const std::vector<Target>& targets, int timeout_s) {
+    for (const auto& t : targets) {
+      clients_.push_back(std::make_unique<HttpClient>(
+          host, port, t.path, t.payload, "application/json", t.expect, false, timeout_s));
+    }
+  }
+  Answer Send(size_t target) override { return clients_.at(target)->Send(0); }
+
+ private:
+  std::vector<std::unique_ptr<HttpClient>> clients_;
+};
+
+// Which model a --mix request goes to: rank r is drawn with weight 1/(r+1)^s; the ranking is a
+// shuffle seeded by the epoch (time since start / shift), so every run sees the same popular
+// set at the same time.
+class ZipfPicker {
+ public:
+  ZipfPicker(size_t n, double s, double shift_seconds) : n_(n), shift_seconds_(shift_seconds) {
+    for (size_t r = 0; r < n; ++r) weights_.push_back(1.0 / std::pow(static_cast<double>(r + 1), s));
+  }
+  size_t Pick(std::mt19937_64& rng, double since_start) const {
+    std::discrete_distribution<size_t> rank(weights_.begin(), weights_.end());
+    const auto epoch = shift_seconds_ > 0 ? static_cast<uint64_t>(since_start / shift_seconds_) : 0;
+    std::vector<size_t> ranking(n_);
+    for (size_t i = 0; i < n_; ++i) ranking[i] = i;
+    std::mt19937_64 shuffle(0x5eed + epoch);
+    std::shuffle(ranking.begin(), ranking.end(), shuffle);
+    return ranking[rank(rng)];
+  }
+  size_t size() const { return n_; }
+
+ private:
+  size_t n_;
+  double shift_seconds_;
+  std::vector<double> weights_;
+};
+
 struct Samples {
   std::vector<int64_t> latency_us, ttft_us, itl_us;
   int64_t events = 0;
@@ -303,13 +369,17 @@ struct Settings {
 // One measurement: `concurrency` clients (closed loop) or connections (open loop at `rate`),
 // warm-up then the window; every answer checked. Returns the JSON line described at the top.
 nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
-                       const std::function<std::unique_ptr<Client>()>& make_client) {
+                       const std::function<std::unique_ptr<Client>()>& make_client,
+                       const ZipfPicker* picker) {
+  const size_t n_targets = picker ? picker->size() : 1;
   const double seconds = settings.seconds, warmup = settings.warmup;
   const bool stream_events = settings.stream_events;
   std::atomic<bool> stop{false};
   std::atomic<int64_t> errors{0};
   std::mutex mu;
   Samples all;
+  std::vector<Samples> per_target(n_targets);
+  std::vector<int64_t> target_errors(n_targets, 0);
   std::string first_error;
   Arrivals arrivals;
   const auto start = Clock::now();
@@ -325,19 +395,24 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
   const auto planned_end = window_end();
   std::atomic<int64_t> answered{0};  // requests sent in the window and answered well
   auto measured = [&](Clock::time_point t) { return t >= measure_from && t < window_end(); };
-  auto error = [&](const std::string& what) {
+  auto error = [&](size_t target, const std::string& what) {
     ++errors;
     std::lock_guard lock(mu);
+    ++target_errors[target];
     if (first_error.empty()) first_error = what;
   };
 
   std::vector<std::thread> clients;
   for (int c = 0; c < concurrency; ++c) {
-    clients.emplace_back([&] {
-      Samples mine;
+    clients.emplace_back([&, c] {
+      std::vector<Samples> mine(n_targets);
+      std::mt19937_64 rng(1000 + static_cast<uint64_t>(c));
       std::unique_ptr<Client> client = make_client();
       while (!stop) {
         Clock::time_point sent = Clock::now();
+        const size_t target =
+            picker ? picker->Pick(rng, std::chrono::duration<double>(sent - start).count()) : 0;
+        Samples& own = mine[target];
         if (rate > 0) {
           auto arrival = arrivals.Pop(stop);
           if (!arrival) break;
@@ -345,9 +420,9 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
         }
         Answer answer;
         try {
-          answer = client->Send();
+          answer = client->Send(target);
         } catch (const std::exception& e) {
-          if (!stop && measured(sent)) error(e.what());
+          if (!stop && measured(sent)) error(target, e.what());
           continue;
         }
         const auto done = Clock::now();
@@ -359,28 +434,31 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
           // counts would be off by up to one request per client (±3 % for 30 one-second
           // answers), enough to hide or invent a small gap to a raw engine loop.
           const auto inside = std::min(done, measure_to) - std::max(sent, measure_from);
-          mine.share += done > sent ? std::chrono::duration<double>(inside) /
+          own.share += done > sent ? std::chrono::duration<double>(inside) /
                                           std::chrono::duration<double>(done - sent)
                                     : 1.0;
         }
         if (measured(sent)) {
           if (!ok) {
-            error(answer.error);
+            error(target, answer.error);
           } else {
-            mine.latency_us.push_back(Micros(done - sent));
+            own.latency_us.push_back(Micros(done - sent));
             ++answered;
             if (stream_events) {
-              mine.ttft_us.push_back(Micros(events.front() - sent));
+              own.ttft_us.push_back(Micros(events.front() - sent));
               for (size_t i = 1; i < events.size(); ++i) {
-                mine.itl_us.push_back(Micros(events[i] - events[i - 1]));
+                own.itl_us.push_back(Micros(events[i] - events[i - 1]));
               }
-              mine.events += static_cast<int64_t>(events.size());
+              own.events += static_cast<int64_t>(events.size());
             }
           }
         }
       }
       std::lock_guard lock(mu);
-      all.Merge(mine);
+      for (size_t t = 0; t < n_targets; ++t) {
+        all.Merge(mine[t]);
+        per_target[t].Merge(mine[t]);
+      }
     });
   }
   if (rate > 0) {
@@ -435,6 +513,17 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
     out["itl_p99_us"] = Percentile(all.itl_us, 0.99);
     out["events_per_request"] = n ? static_cast<double>(all.events) / static_cast<double>(n) : 0;
   }
+  if (picker) {
+    out["models"] = nlohmann::json::array();
+    for (size_t t = 0; t < n_targets; ++t) {
+      auto& own = per_target[t];
+      out["models"].push_back({{"requests", own.latency_us.size()},
+                               {"errors", target_errors[t]},
+                               {"rps", own.share / elapsed},
+                               {"p50_us", Percentile(own.latency_us, 0.50)},
+                               {"p99_us", Percentile(own.latency_us, 0.99)}});
+    }
+  }
   if (n == 0 && first_error.empty()) first_error = "no request completed in the measured window";
   if (!first_error.empty()) out["first_error"] = first_error;
   return out;
@@ -484,12 +573,21 @@ int main(int argc, char** argv) {
   Settings settings;
   bool use_grpc = false, markdown = false;
   bool& stream_events = settings.stream_events;
+  std::string mix_file;
+  double zipf = 1.1, shift_seconds = 20;
+  int timeout_s = 0;
   app.add_option("--host", host);
   app.add_option("--port", port)->required();
   app.add_option("--path", path, "HTTP: the request's path");
   app.add_flag("--grpc", use_grpc, "KServe v2 gRPC: --body-file is a ModelInferRequest in JSON");
   app.add_option("--save-answer", save_answer, "gRPC: write one serialized answer here and exit");
-  app.add_option("--body-file", body_file)->required();
+  auto* body_option = app.add_option("--body-file", body_file);
+  app.add_option("--mix", mix_file, "HTTP to several models: a JSON array of "
+                 "{name, path, body_file, expect}")->excludes(body_option);
+  app.add_option("--zipf", zipf, "--mix: the Zipf law's exponent");
+  app.add_option("--shift-seconds", shift_seconds, "--mix: a new ranking this often (0: never)");
+  app.add_option("--timeout", timeout_s, "--mix: seconds a request may wait for its answer "
+                 "before it counts as an error (0: forever)");
   app.add_option("--content-type", content_type, "HTTP: the body's type (image/jpeg for an image)");
   app.add_option("--expect", expect, "a substring every answer must contain");
   app.add_option("--concurrency", concurrencies,
@@ -508,14 +606,27 @@ int main(int argc, char** argv) {
   app.add_flag("--markdown", markdown, "print the sweep as a markdown table instead of JSON lines");
   app.add_flag("--stream", stream_events, "the answer comes in parts: report TTFT and ITL");
   CLI11_PARSE(app, argc, argv);
-  if (!use_grpc && path.empty()) {
+  auto read_file = [](const std::string& file) {
+    std::stringstream text;
+    text << std::ifstream(file, std::ios::binary).rdbuf();
+    return text.str();
+  };
+  std::vector<Target> targets;
+  if (!mix_file.empty()) {
+    for (const auto& t : nlohmann::json::parse(read_file(mix_file))) {
+      targets.push_back({t.at("name"), t.at("path"), read_file(t.at("body_file")),
+                         t.value("expect", std::string())});
+    }
+  } else if (body_file.empty()) {
+    std::cerr << "--body-file or --mix is required\n";
+    return 2;
+  }
+  if (!use_grpc && path.empty() && targets.empty()) {
     std::cerr << "--path is required for HTTP\n";
     return 2;
   }
 
-  std::stringstream body;
-  body << std::ifstream(body_file, std::ios::binary).rdbuf();
-  const std::string payload = body.str();
+  const std::string payload = body_file.empty() ? std::string() : read_file(body_file);
   pb::ModelInferRequest grpc_request;
   if (use_grpc) {
     if (auto parsed = google::protobuf::util::JsonStringToMessage(payload, &grpc_request);
@@ -524,7 +635,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  std::optional<ZipfPicker> picker;
+  if (!targets.empty()) picker.emplace(targets.size(), zipf, shift_seconds);
   auto make_client = [&]() -> std::unique_ptr<Client> {
+    if (!targets.empty()) return std::make_unique<MixClient>(host, port, targets, timeout_s);
     if (use_grpc)
       return std::make_unique<GrpcClient>(host, port, grpc_request, expect, stream_events);
     return std::make_unique<HttpClient>(host, port, path, payload, content_type, expect,
@@ -549,7 +663,8 @@ int main(int argc, char** argv) {
   bool failed = false;
   for (double rate : rates) {
     for (int concurrency : concurrencies) {
-      nlohmann::json out = Measure(settings, concurrency, rate, make_client);
+      nlohmann::json out = Measure(settings, concurrency, rate, make_client, picker ? &*picker : nullptr);
+      for (size_t t = 0; t < targets.size(); ++t) out["models"][t]["name"] = targets[t].name;
       failed = failed || out["errors"].get<int64_t>() > 0 || out["requests"].get<size_t>() == 0;
       if (!markdown) std::cout << out.dump() << std::endl;
       points.push_back(std::move(out));

@@ -58,7 +58,6 @@
 #include <vector>
 
 #include <sys/socket.h>
-#include <sys/time.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -132,11 +131,9 @@ class Client {
 class HttpClient final : public Client {
  public:
   HttpClient(std::string host, int port, std::string path, const std::string& payload,
-             const std::string& content_type, std::string expect, bool stream_events,
-             int timeout_s = 0)
+             const std::string& content_type, std::string expect, bool stream_events)
       : host_(std::move(host)),
         port_(port),
-        timeout_s_(timeout_s),
         expect_(std::move(expect)),
         stream_events_(stream_events),
         request_(http::verb::post, path, 11) {
@@ -181,11 +178,13 @@ class HttpClient final : public Client {
                             e.code() == net::error::connection_reset ||
                             e.code() == net::error::broken_pipe;
         stream_.reset();
+        if (aborted_.exchange(false)) throw std::runtime_error("no answer within the timeout");
         if (!reused_ || !closed || attempt > 0) throw;
         answer.events.clear();
       }
     }
     reused_ = true;
+    aborted_ = false;  // too late to matter
     const auto& res = parsed->get();
     if (res.result_int() != 200 ||
         (!expect_.empty() && res.body().find(expect_) == std::string::npos) ||
@@ -196,30 +195,31 @@ class HttpClient final : public Client {
     return answer;
   }
 
+ // Another thread: ends the request in progress (its Send throws).
+  void Abort() {
+    aborted_ = true;
+    if (const int fd = fd_.load(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
+  }
+
  private:
   void Connect() {
     stream_.emplace(ioc_);
     stream_->connect(
         net::ip::tcp::endpoint(net::ip::make_address(host_), static_cast<unsigned short>(port_)));
-    if (timeout_s_ > 0) {
-      // A server that never answers fails the request (an error) instead of the run.
-      const timeval limit{.tv_sec = timeout_s_, .tv_usec = 0};
-      for (int option : {SO_RCVTIMEO, SO_SNDTIMEO}) {
-        ::setsockopt(stream_->socket().native_handle(), SOL_SOCKET, option, &limit, sizeof limit);
-      }
-    }
+    fd_ = stream_->socket().native_handle();
     reused_ = false;
   }
 
   const std::string host_;
   const int port_;
-  const int timeout_s_;  // per socket read or write; 0: none
   const std::string expect_;
   const bool stream_events_;
   http::request<http::string_body> request_;
   net::io_context ioc_;
   std::optional<beast::tcp_stream> stream_;
   bool reused_ = false;  // the connection has carried a request already
+  std::atomic<int> fd_{-1};
+  std::atomic<bool> aborted_{false};
 };
 
 class GrpcClient final : public Client {
@@ -299,18 +299,58 @@ struct Target {
   std::string name, path, payload, expect;
 };
 
+// With a timeout, a watchdog thread aborts a request not answered in time: a wedged server
+// ends the run with errors rather than never.
 class MixClient final : public Client {
  public:
-  MixClient(const std::string& host, int port, const std::vector<Target>& targets, int timeout_s) {
+  MixClient(const std::string& host, int port, const std::vector<Target>& targets, int timeout_s)
+      : timeout_(std::chrono::seconds(timeout_s)) {
     for (const auto& t : targets) {
-      clients_.push_back(std::make_unique<HttpClient>(
-          host, port, t.path, t.payload, "application/json", t.expect, false, timeout_s));
+      clients_.push_back(std::make_unique<HttpClient>(host, port, t.path, t.payload,
+                                                      "application/json", t.expect, false));
     }
+    if (timeout_s > 0) watchdog_ = std::jthread([this](std::stop_token stop) { Watch(stop); });
   }
-  Answer Send(size_t target) override { return clients_.at(target)->Send(0); }
+  Answer Send(size_t target) override {
+    {
+      std::lock_guard lock(mu_);
+      active_ = clients_.at(target).get();
+      deadline_ = Clock::now() + timeout_;
+      ++sends_;
+    }
+    cv_.notify_one();
+    struct Done {
+      MixClient& c;
+      ~Done() {
+        std::lock_guard lock(c.mu_);
+        c.active_ = nullptr;
+      }
+    } done{*this};
+    return clients_[target]->Send(0);
+  }
 
  private:
+  void Watch(std::stop_token stop) {
+    std::unique_lock lock(mu_);
+    while (!stop.stop_requested()) {
+      if (active_ && Clock::now() >= deadline_) {
+        active_->Abort();
+        active_ = nullptr;
+      }
+      const uint64_t seen = sends_;
+      const auto until = active_ ? deadline_ : Clock::now() + std::chrono::seconds(1);
+      cv_.wait_until(lock, stop, until, [&] { return sends_ != seen; });
+    }
+  }
+
+  const Clock::duration timeout_;
   std::vector<std::unique_ptr<HttpClient>> clients_;
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  HttpClient* active_ = nullptr;  // the request in progress, if any
+  Clock::time_point deadline_;
+  uint64_t sends_ = 0;  // wakes the watchdog for the next deadline
+  std::jthread watchdog_;  // last: stopped first
 };
 
 // Which model a --mix request goes to: rank r is drawn with weight 1/(r+1)^s; the ranking is a

@@ -10,11 +10,11 @@
 // Budgets: before a version loads, MakeRoom evicts unpinned versions of its domain until the
 // estimate fits — retired first, then lower priority. A load nobody waits for (start-up, the
 // repository API) takes only idle ones, least recently used first. A load requests wait for
-// also takes busy ones, by what losing each costs: first those resident for kMinResidency and
-// twice their load time (no thrash; a younger one is waited for), idle before busy, then the
-// least reload time x request rate. A busy one is drained — its new requests wait for its next
-// load, those in flight finish — then evicted, all within the waiting requests' deadlines. The
-// load fails with who holds what when nothing more can go.
+// also takes busy ones, by what losing each costs: idle before busy, then the least reload time
+// x request rate, then least recently used; the one chosen goes once it has been resident for
+// twice its load time, and at least kMinResidency (no thrash). A busy one is drained — its new
+// requests wait for its next load, those in flight finish — then evicted, all within the
+// waiting requests' deadlines. The load fails with who holds what when nothing more can go.
 //
 // Thread-safety: every public method may be called from any thread; loads run one at a time
 // (start-up, then the loader thread).

@@ -410,7 +410,7 @@ TEST_F(InferenceServiceTest, AtEqualPriorityTheLeastRecentlyUsedGoesAndPinnedNev
 }
 
 // Every holder busy: a load that requests wait for drains one — once it has been resident for
-// its minimum (no thrash) — and evicts it. Requests that reach it meanwhile wait for its next
+// its minimum, 1 s here (no thrash) — and evicts it. Requests that reach it meanwhile wait for its next
 // load: none fails. (Equal priorities: the priority gate would hold a lower level's requests
 // while a higher one is busy, and its drain with them.)
 TEST_F(InferenceServiceTest, ADemandLoadDrainsABusyModelOnceItWasResidentLongEnough) {
@@ -439,7 +439,7 @@ models:
   for (auto& c : clients) c.join();
   ASSERT_TRUE(third.ok()) << third.status().ToString();
   EXPECT_EQ(failed, 0) << "a drained model's requests wait for its next load";
-  EXPECT_GE(waited, std::chrono::milliseconds(900)) << "evicted before a second of residency";
+  EXPECT_GE(waited, std::chrono::milliseconds(900)) << "evicted before its minimum residency";
   std::vector<std::string> evicted;
   for (const Event& e : service->events().Since(0)) {
     if (e.kind == "evicted") evicted.push_back(e.model);

@@ -11,5 +11,14 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 wait_ok() { for _ in $(seq 1 900); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; return 1; }
 # ensure_model FILE SIZE: generates the SIZE models when FILE is missing.
 ensure_model() { [[ -f "$1" ]] || MMSERVE_MODEL_SIZES="$2" bash "$ROOT/scripts/setup.sh" >/dev/null; }
+# rss_kib PID...: the resident memory of these processes together, in KiB (a process gone counts 0).
+rss_kib() {
+  local total=0 kib
+  for p in "$@"; do
+    kib=$(awk '/VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
+    total=$((total + ${kib:-0}))
+  done
+  echo "$total"
+}
 # stop PID: stops a server started in the background and waits for it.
 stop() { kill "$1"; wait "$1" 2>/dev/null || true; }

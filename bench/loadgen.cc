@@ -195,7 +195,7 @@ class HttpClient final : public Client {
     return answer;
   }
 
- // Another thread: ends the request in progress (its Send throws).
+  // Another thread: ends the request in progress (its Send throws).
   void Abort() {
     aborted_ = true;
     if (const int fd = fd_.load(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
@@ -355,15 +355,18 @@ class MixClient final : public Client {
 
 // Which model a --mix request goes to: rank r is drawn with weight 1/(r+1)^s; the ranking is a
 // shuffle seeded by the epoch (time since start / shift), so every run sees the same popular
-// set at the same time.
+// set at the same time. Pick is const: the clients' threads share one picker.
 class ZipfPicker {
  public:
   ZipfPicker(size_t n, double s, double shift_seconds) : n_(n), shift_seconds_(shift_seconds) {
-    for (size_t r = 0; r < n; ++r) weights_.push_back(1.0 / std::pow(static_cast<double>(r + 1), s));
+    for (size_t r = 0; r < n; ++r) {
+      weights_.push_back(1.0 / std::pow(static_cast<double>(r + 1), s));
+    }
   }
   size_t Pick(std::mt19937_64& rng, double since_start) const {
     std::discrete_distribution<size_t> rank(weights_.begin(), weights_.end());
-    const auto epoch = shift_seconds_ > 0 ? static_cast<uint64_t>(since_start / shift_seconds_) : 0;
+    const auto epoch =
+        shift_seconds_ > 0 ? static_cast<uint64_t>(since_start / shift_seconds_) : 0;
     std::vector<size_t> ranking(n_);
     for (size_t i = 0; i < n_; ++i) ranking[i] = i;
     std::mt19937_64 shuffle(0x5eed + epoch);
@@ -703,7 +706,8 @@ int main(int argc, char** argv) {
   bool failed = false;
   for (double rate : rates) {
     for (int concurrency : concurrencies) {
-      nlohmann::json out = Measure(settings, concurrency, rate, make_client, picker ? &*picker : nullptr);
+      nlohmann::json out =
+          Measure(settings, concurrency, rate, make_client, picker ? &*picker : nullptr);
       for (size_t t = 0; t < targets.size(); ++t) out["models"][t]["name"] = targets[t].name;
       failed = failed || out["errors"].get<int64_t>() > 0 || out["requests"].get<size_t>() == 0;
       if (!markdown) std::cout << out.dump() << std::endl;

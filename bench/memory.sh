@@ -21,7 +21,6 @@ RR="$ROOT/models/generated/rerank-$SIZE.gguf"
 LLM="$ROOT/models/generated/llama-$SIZE.gguf"
 source "$ROOT/bench/lib.sh"
 ensure_model "$EMB" "$SIZE"
-rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 # device_mib: device memory in use (MiB) where a device tool exists, else "-".
 device_mib() {
   if command -v nvidia-smi >/dev/null 2>&1; then

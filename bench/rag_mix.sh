@@ -42,7 +42,6 @@ printf '{"model":"llm","prompt":"Tell me a story about a fox.","max_tokens":%d,"
 printf '{"model":"llm","prompt":"Tell me a story about a fox.","n_predict":%d,"temperature":0,"cache_prompt":false}' \
   "$N" >"$TMP/chat-ls.json"
 
-rss_kib() { local total=0; for p in "$@"; do total=$((total + $(awk '/VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo "$total"; }
 
 # mix PORT LABEL GENERATE_BODY GENERATE_PATH GENERATE_EXPECT: runs the three loads at once; prints their three JSON lines.
 mix() {

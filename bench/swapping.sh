@@ -61,14 +61,13 @@ for side in ("mm", "ls"):
 PY
 
 # mmserve's budget: the three largest models at their estimates (about three models' worth).
-CTX="n_ctx: 512, n_batch: 512, n_threads: $THREADS"
 config() {  # config BUDGET_MB
   printf 'global:\n  memory_pool: %s\n  keep_alive: 5m\nmodels:\n' "$1"
   for m in "${MODELS[@]}"; do
     case $m in
       embed-*) task=embed extra="max_batch: 64, max_queue_delay_ms: 2, params: {n_parallel: 16, n_batch: 2048, n_threads: $THREADS}" ;;
       rerank-*) task=rerank extra="max_batch: 16, params: {n_parallel: 16, n_batch: 2048, n_threads: $THREADS}" ;;
-      gen-*) task=generate extra="timeout_ms: 600000, params: {n_parallel: 4, $CTX}" ;;
+      gen-*) task=generate extra="timeout_ms: 600000, params: {n_parallel: 4, n_ctx: 512, n_batch: 512, n_threads: $THREADS}" ;;
     esac
     echo "  - {name: $m, path: ${FILE[$m]}, task: $task, load: on_demand, $extra}"
   done
@@ -96,18 +95,20 @@ for m in "${MODELS[@]}"; do
   printf '[%s]\nmodel = %s\n%s\n' "$m" "${FILE[$m]}" "$extra" >>"$TMP/presets.ini"
 done
 
-peak_kib() { local peak=0 now; while kill -0 "$1" 2>/dev/null; do now=$(rss_tree "$1"); ((now > peak)) && peak=$now; sleep 0.5; done; echo "$peak"; }
-rss_tree() {
-  local total=0 kib
-  for p in "$1" $(pgrep -P "$1" || true); do
-    kib=$(awk '/VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
-    total=$((total + ${kib:-0}))
+# peak_kib PID: the peak resident memory of PID and its children together, until PID exits.
+peak_kib() {
+  local peak=0 now
+  while kill -0 "$1" 2>/dev/null; do
+    now=$(rss_kib "$1" $(pgrep -P "$1" || true))
+    ((now > peak)) && peak=$now
+    sleep 0.5
   done
-  echo "$total"
+  echo "$peak"
 }
 metric_sum() { curl -sf "127.0.0.1:$1/metrics" | awk -v n="$2" '$1 ~ "^"n"[{ ]" || $1 == n {s += $NF} END {print s + 0}'; }
 
-# run SIDE ROUND: one server, the load, then "loads evictions peak_rss_kib" into $TMP/SIDE.ROUND.counts.
+# run SIDE ROUND: one server and the load: its JSON line in $TMP/SIDE.ROUND.json, the peak RSS in
+# .peak, "loads evictions seconds-loading" in .counts (the router's loading time is not known: 0).
 run() {
   local side=$1 round=$2 port pid watcher
   port="$(free_port)"

@@ -141,7 +141,8 @@ void ModelVersion::CountRequestLocked(Clock::time_point now) {
 
 double ModelVersion::RateLocked(Clock::time_point now) const {
   const double age = std::chrono::duration<double>(now - rate_at_).count();
-  return age <= 0 ? rate_ : rate_ * std::exp(-age / std::chrono::duration<double>(kRateWindow).count());
+  const double window = std::chrono::duration<double>(kRateWindow).count();
+  return age <= 0 ? rate_ : rate_ * std::exp(-age / window);
 }
 
 ModelInfo ModelVersion::Snapshot() const {

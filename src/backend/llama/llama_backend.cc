@@ -17,6 +17,10 @@
 namespace mmserve {
 namespace {
 
+// A generator's KV cache: sequences, and cells per sequence (params, else llama.cpp's defaults).
+int64_t KvSequences(const LlamaOptions& o) { return o.n_parallel > 0 ? o.n_parallel : 4; }
+int64_t KvCells(const LlamaOptions& o) { return o.n_ctx > 0 ? o.n_ctx : 2048; }
+
 // Per worker instance (one llama_context each), the buffers llama.cpp allocates at this release:
 // graph metadata for its scheduler (a fixed ~24 MiB), outputs, and a compute buffer — for a
 // generator dominated by the logits of a whole prompt chunk (n_batch x vocabulary), for an
@@ -28,8 +32,8 @@ double ContextBytes(const LlamaOptions& o, const GgufSummary& gguf, bool generat
   constexpr int64_t kGraphMetadataBytes = int64_t{24} << 20;
   double bytes = kGraphMetadataBytes;
   if (generate) {
-    const int64_t n_seq = o.n_parallel > 0 ? o.n_parallel : 4;
-    const int64_t n_ctx_seq = o.n_ctx > 0 ? o.n_ctx : 2048;
+    const int64_t n_seq = KvSequences(o);
+    const int64_t n_ctx_seq = KvCells(o);
     const double n_embd_kv =
         gguf.n_head > 0 ? static_cast<double>(gguf.n_embd) * gguf.n_head_kv / gguf.n_head : 0;
     bytes += 4.0 * n_batch * gguf.n_vocab;                        // chunk logits
@@ -237,8 +241,8 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
   std::string source = "GGUF tensor table + vocabulary + " + std::to_string(model.thread_num) +
                        " x (graph + compute buffer";
   if (generate) {
-    source += " + KV cache " + std::to_string(o.n_parallel > 0 ? o.n_parallel : 4) + " x " +
-              std::to_string(o.n_ctx > 0 ? o.n_ctx : 2048) + " cells";
+    source += " + KV cache " + std::to_string(KvSequences(o)) + " x " +
+              std::to_string(KvCells(o)) + " cells";
   }
   const double bytes = static_cast<double>(gguf.weights_bytes) +
                        static_cast<double>(gguf.n_vocab) * kBytesPerVocabEntry +

@@ -18,7 +18,7 @@ export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
 SECONDS_EACH="${1:-20}"
 shift || true
 ALL=(json_codec_fuzzer http_router_fuzzer config_fuzzer scalars_fuzzer gguf_fuzzer onnx_graph_fuzzer
-     image_fuzzer cgroup_fuzzer)
+     image_fuzzer cgroup_fuzzer worker_wire_fuzzer)
 [[ $# -gt 0 ]] && FUZZERS=("$@") || FUZZERS=("${ALL[@]}")
 
 if ! command -v clang++-14 >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then

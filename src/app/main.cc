@@ -10,6 +10,7 @@
 
 #include "app/remote.h"
 #include "app/server_builder.h"
+#include "backend/process/worker_main.h"
 #include "build_info.h"  // generated: cmake/build_info.cmake
 #include "common/strings.h"
 #include "common/logging.h"
@@ -94,6 +95,39 @@ struct RemoteCommands {
   }
 };
 
+// `worker`: started by the server for a model with `isolation: process`, never by hand (hidden
+// from --help). Its descriptors are the server's sockets, inherited across exec.
+struct WorkerCommand {
+  CLI::App* cmd = nullptr;
+  int64_t parent = 0;
+  int control = -1;
+  std::string channels;
+  std::string model;  // for ps and /proc readers: which model this worker serves
+
+  void Add(CLI::App& app) {
+    cmd = app.add_subcommand("worker", "a model's worker process (started by the server)");
+    cmd->group("");
+    cmd->add_option("--parent", parent)->required();
+    cmd->add_option("--control", control)->required();
+    cmd->add_option("--channels", channels)->required();
+    cmd->add_option("--model", model);
+  }
+  int Run() const {
+    mmserve::WorkerArgs args{.parent = static_cast<pid_t>(parent), .control = control};
+    std::string_view rest = channels;
+    while (!rest.empty()) {
+      const size_t comma = std::min(rest.find(','), rest.size());
+      auto fd = mmserve::ParseInt64(rest.substr(0, comma));
+      if (!fd || *fd < 3 || *fd > 1'000'000) return 1;
+      args.channels.push_back(static_cast<int>(*fd));
+      rest.remove_prefix(std::min(comma + 1, rest.size()));
+    }
+    mmserve::BuiltIns builtins;
+    mmserve::RuntimeGuard guard;
+    return mmserve::RunWorker(args, builtins.backends, guard);
+  }
+};
+
 void PrintVersion() {
   mmserve::BuiltIns builtins;
   std::cout << "mmserve " << MMSERVE_VERSION << " (commit " << MMSERVE_COMMIT << ")\n"
@@ -150,6 +184,8 @@ int main(int argc, char** argv) {
   auto* version_cmd = app.add_subcommand("version", "print the version");
   RemoteCommands remote;
   remote.Add(app);
+  WorkerCommand worker;
+  worker.Add(app);
 
   CLI11_PARSE(app, argc, argv);
   if (*serve_cmd && serve.config.empty() && serve.models.empty()) {
@@ -161,6 +197,7 @@ int main(int argc, char** argv) {
                                                  : mmserve::LogFormat::kText,
                             access_log);
   serve.log_level_from_config = log_level.empty();
+  if (*worker.cmd) return worker.Run();
   if (*serve_cmd) return mmserve::Serve(serve);
   if (*validate_cmd) return mmserve::Validate(validate_config, !validate_no_plan);
   if (*doctor_cmd) return mmserve::Doctor(doctor_lock_dir);

@@ -203,6 +203,9 @@ class Backend {
                                         LoadProgress* progress = nullptr);
   // Whether the sessions Load() makes of `model` will be Session::executes_inline().
   virtual bool ExecutesInline(const ModelConfig& model) const { return false; }
+  // Whether `mmserve worker` can serve `model` in a process of its own (`isolation: process`,
+  // backend/process/): batch-style sessions whose results travel as tensors and parameters.
+  virtual bool RunsIsolated(const ModelConfig& model) const { return false; }
 
  private:
   // Load() itself; a backend that reads its file piece by piece reports to `progress`.

@@ -89,4 +89,9 @@ bool BackendRegistry::ExecutesInline(const ModelConfig& model) const {
   return it != backends_.end() && it->second->ExecutesInline(model);
 }
 
+bool BackendRegistry::RunsIsolated(const ModelConfig& model) const {
+  auto it = backends_.find(model.backend);
+  return it != backends_.end() && it->second->RunsIsolated(model);
+}
+
 }  // namespace mmserve

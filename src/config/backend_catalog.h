@@ -30,6 +30,8 @@ class BackendCatalog {
   virtual void ValidateModel(ModelConfig& model, ConfigErrors& errors) const = 0;
   // Whether `model` may run with `execution: inline`: its executions never block.
   virtual bool ExecutesInline(const ModelConfig& model) const { return false; }
+  // Whether `model` may run with `isolation: process`: this build can serve it from a worker.
+  virtual bool RunsIsolated(const ModelConfig& model) const { return false; }
 };
 
 }  // namespace mmserve

@@ -158,6 +158,7 @@ class Parser {
     if (r.Has("warmup")) m.warmup = static_cast<int>(r.Int("warmup", 0, 0, 100));
     m.execute_inline = r.String("execution", "worker", {"worker", "inline"}) == "inline";
     if (m.execute_inline) CheckInlineRules(r, m);
+    m.isolation = ReadIsolation(r, global.isolation);
     if (auto params = r.Map("params")) m.params = *params;
     ReadRouting(r, m, versions);
     r.Finish();
@@ -192,6 +193,7 @@ class Parser {
       if (!readable) checked.path.clear();  // the backend reads no file that failed the checks
       catalog_.ValidateModel(checked, errors_);
       v.task = checked.task;  // the file's, when the entry names none
+      CheckIsolation(r, v, catalog_.RunsIsolated(v));
     }
     v.fingerprint = ModelFingerprint(p, v);
     return v;

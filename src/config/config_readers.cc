@@ -45,6 +45,25 @@ std::optional<std::chrono::milliseconds> ReadDuration(
   return *parsed;
 }
 
+Isolation ReadIsolation(ParamReader& r, Isolation fallback) {
+  if (!r.Has("isolation")) return fallback;
+  return r.String("isolation", "none", {"none", "process"}) == "process" ? Isolation::kProcess
+                                                                         : Isolation::kNone;
+}
+
+void CheckIsolation(ParamReader& r, const ModelConfig& m, bool supported) {
+  if (m.isolation != Isolation::kProcess) return;
+  if (m.execute_inline) {
+    r.Error("isolation", "none with execution: inline (requests run on the server's threads)",
+            "\"process\"");
+  } else if (!supported) {
+    r.Error("isolation",
+            "none for backend " + m.backend + " task " + m.task +
+                " (this build runs in a worker process: identity, and llama embed and rerank)",
+            "\"process\"");
+  }
+}
+
 int ReadPriority(ParamReader& r) {
   const json* v = r.Raw("priority");
   if (!v) return kDefaultPriority;
@@ -113,6 +132,7 @@ GlobalConfig ReadGlobal(const Params& p, const fs::path& base_dir, ConfigErrors&
   g.port = static_cast<int>(r.Int("port", g.port, 0, 65535));
   g.max_request_mb = r.Int("max_request_mb", g.max_request_mb, 1, 4096);
   g.keep_alive = ReadDuration(r, "keep_alive", g.keep_alive);
+  g.isolation = ReadIsolation(r, g.isolation);
   g.drain_timeout = ReadDuration(r, "drain_timeout", g.drain_timeout)
                         .value_or(std::chrono::milliseconds(kMaxTimeoutMs));
   g.priority_linger = ReadDuration(r, "priority_linger", g.priority_linger)

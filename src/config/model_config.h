@@ -19,6 +19,10 @@ namespace mmserve {
 
 enum class LoadMode { kStartup, kOnDemand };
 
+// Where a model's engine runs: in the server's process, or in a worker process of its own
+// (`isolation: process`, backend/process/): a crash there takes down that model only.
+enum class Isolation { kNone, kProcess };
+
 // Priority levels: 1 is the highest. `priority: high|normal|low` map onto 1, 2, 3.
 inline constexpr int kMaxPriorityLevel = 9;
 inline constexpr int kDefaultPriority = 2;
@@ -101,6 +105,7 @@ struct ModelConfig {
   // `execution: inline`: each request runs on the server thread that received it, with no
   // worker or queue (only backends whose executions never block; scheduler/model_scheduler.h).
   bool execute_inline = false;
+  Isolation isolation = Isolation::kNone;
   // Executions per batch tier each worker runs on its fresh instance before the model turns
   // READY (part of the load time); nullopt = the backend's default (acl 1, others 0).
   std::optional<int> warmup;
@@ -136,6 +141,7 @@ struct GlobalConfig {
   int port = 8000;
   int64_t max_request_mb = 64;    // request bodies beyond this get 413
   std::optional<std::chrono::milliseconds> keep_alive;  // default for models; nullopt = never
+  Isolation isolation = Isolation::kNone;               // default for models
   std::chrono::milliseconds drain_timeout{10'000};      // graceful shutdown bound
   std::string log_level = "info";
   JobsConfig jobs;

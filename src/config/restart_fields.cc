@@ -10,11 +10,11 @@ namespace {
 // when the struct gains or loses a field: then classify the new one in RestartNeeded.
 auto Fields(const GlobalConfig& g) {
   const auto& [device, memory_pool_mb, preflight, thread_num, host, port,
-               max_request_mb, keep_alive, drain_timeout, log_level, jobs, model_roots, watch,
+               max_request_mb, keep_alive, isolation, drain_timeout, log_level, jobs, model_roots, watch,
                grpc_port, api_key, admin_key, max_connections, max_in_flight, cors_origins,
                priority_linger] = g;
   return std::tie(device, memory_pool_mb, preflight, thread_num, host, port,
-                  max_request_mb, keep_alive, drain_timeout, log_level, jobs, model_roots, watch,
+                  max_request_mb, keep_alive, isolation, drain_timeout, log_level, jobs, model_roots, watch,
                   grpc_port, api_key, admin_key, max_connections, max_in_flight, cors_origins,
                   priority_linger);
 }
@@ -32,7 +32,8 @@ constexpr Field kFields[] = {
     {"preflight", Takes::kRestart},
     {"thread_num", Takes::kRestart},     {"host", Takes::kRestart},
     {"port", Takes::kRestart},           {"max_request_mb", Takes::kRestart},
-    {"keep_alive", Takes::kReload},      {"drain_timeout", Takes::kRestart},
+    {"keep_alive", Takes::kReload},      {"isolation", Takes::kReload},
+    {"drain_timeout", Takes::kRestart},
     {"log_level", Takes::kRestart},      {"jobs", Takes::kRestart},
     {"model_roots", Takes::kReload},     {"watch", Takes::kReload},
     {"grpc_port", Takes::kRestart},      {"api_key", Takes::kRestart},

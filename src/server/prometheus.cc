@@ -228,6 +228,11 @@ void SchedulerFamilies(Writer& w) {
              if (!m.stats) return std::nullopt;
              return static_cast<double>(m.stats->yield_ns) / 1e9;
            });
+  w.Family("mmserve_worker_restarts_total", "counter",
+           "Times an isolated model's worker process exited and was started again",
+           [](M m) { return Counter(m, "worker_restarts"); });
+  w.Family("mmserve_worker_pid", "gauge", "The process id of an isolated model's worker (0: none)",
+           [](M m) { return Counter(m, "worker_pid"); });
   w.Family("mmserve_tokens_generated_total", "counter", "Tokens generated",
            [](M m) { return Counter(m, "generated_tokens"); });
   w.Family("mmserve_tokens_decoded_total", "counter",

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "backend/process/process_session.h"
 #include "backend/vision/vision_session.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -267,7 +268,8 @@ void Lifecycle::Load(ModelVersion& version) {
     MutexLock lock(version.mu);
     version.progress = progress;
   }
-  auto session = (*backend)->Load(m, progress.get());
+  auto session = m.isolation == Isolation::kProcess ? LoadIsolated(m)
+                                                    : (*backend)->Load(m, progress.get());
   {
     MutexLock lock(version.mu);
     version.progress.reset();

@@ -260,6 +260,28 @@ models:
   EXPECT_THAT(msg, HasSubstr("models[1].execution: expected one of worker, inline"));
 }
 
+TEST_F(ConfigParserTest, IsolationIsPerModelWithAGlobalDefaultAndRefusedWhereItCannotRun) {
+  auto config = Parse(R"(
+global: {isolation: process}
+models:
+  - {name: a, backend: identity}
+  - {name: b, backend: identity, isolation: none}
+)");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->models[0].isolation, Isolation::kProcess);
+  EXPECT_EQ(config->models[1].isolation, Isolation::kNone);
+
+  config = Parse(R"(
+models:
+  - {name: a, backend: identity, isolation: process, execution: inline}
+  - {name: b, backend: identity, isolation: thread}
+)");
+  ASSERT_FALSE(config.ok());
+  const std::string msg(config.status().message());
+  EXPECT_THAT(msg, HasSubstr("models[0].isolation: expected none with execution: inline"));
+  EXPECT_THAT(msg, HasSubstr("models[1].isolation: expected one of none, process"));
+}
+
 TEST_F(ConfigParserTest, RejectsAPathThatIsNotAFile) {
   const auto fifo = dir_.path() / "pipe.om";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);

@@ -1,6 +1,8 @@
 #include "backend/identity/identity_backend.h"
 
 #include <atomic>
+#include <csignal>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -29,6 +31,9 @@ struct IdentityOptions {
   std::string hang_on;
   std::chrono::milliseconds hang_time{60'000};
   Stage hang_stage = Stage::kExecute;
+  std::string crash_on;
+  int64_t crash_after = 0;
+  int crash_signal = SIGSEGV;
 };
 
 std::vector<std::string> DataTypeNames() {
@@ -80,8 +85,19 @@ IdentityOptions ReadOptions(const ModelConfig& model, ConfigErrors& errors) {
   o.hang_stage = stage == "preprocess" ? Stage::kPreprocess
                  : stage == "postprocess" ? Stage::kPostprocess
                                           : Stage::kExecute;
+  o.crash_on = r.String("crash_on", "");
+  o.crash_after = r.Int("crash_after", 0, 0, int64_t{1} << 40);
+  o.crash_signal = r.String("crash_signal", "segv", {"segv", "abort"}) == "abort" ? SIGABRT : SIGSEGV;
   r.Finish();
   return o;
+}
+
+// The injected crash: the process dies of `signal` as if the engine had faulted (no handler
+// runs: the default action is restored first).
+[[noreturn]] void Crash(int signal) {
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+  std::abort();  // raise() of an unblocked signal with its default action does not return
 }
 
 // An execution that never sleeps: no injected latency, no hang.
@@ -198,6 +214,10 @@ Status IdentityInstance::Execute(Execution& execution) {
   MMS_RETURN_IF_ERROR(MaybeHang(execution, Stage::kPreprocess));
   execution.set_stage(Stage::kExecute);
   MMS_RETURN_IF_ERROR(MaybeHang(execution, Stage::kExecute));
+  if (o.crash_after > 0 && call == static_cast<uint64_t>(o.crash_after)) Crash(o.crash_signal);
+  for (const auto& item : batch) {
+    if (HasMarker(*item.request, o.crash_on)) Crash(o.crash_signal);
+  }
   const auto latency = o.latency + o.latency_per_item * static_cast<int64_t>(batch.size());
   if (latency.count() > 0 && !Wait(latency)) {
     return Cancelled("identity execution interrupted");

@@ -14,6 +14,9 @@
 //     hang_on: ""              # a BYTES element equal to this hangs the execution ...
 //     hang_ms: 60000           # ... for this long, or until interrupted or aborted ...
 //     hang_stage: execute      # ... in this stage: preprocess | execute | postprocess
+//     crash_on: ""             # a BYTES element equal to this kills the process ...
+//     crash_after: 0           # ... as does the Nth Execute() call (0 = never) ...
+//     crash_signal: segv       # ... with this signal: segv | abort (for isolation: process)
 //
 //   counters: executions, items, padded_items (rows a fixed-gear engine would pad to the tier)
 #pragma once
@@ -36,6 +39,7 @@ class IdentityBackend final : public Backend {
   Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;
   // Unless latency or a hang is injected: then an execution blocks.
   bool ExecutesInline(const ModelConfig& model) const override;
+  bool RunsIsolated(const ModelConfig&) const override { return true; }
 
  private:
   Result<std::unique_ptr<Session>> LoadSession(const ModelConfig& model,

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# P10 — what `isolation: process` costs (issue #21): the same model served in the server's
+# process and in a worker process, side by side in one server, in alternating rounds. Identity
+# with a 1 KB JSON request (the serving path's cost is all there is: the worst case) at C
+# clients and at 1 (added p50), and the bert embedder at C clients (compute-bound). Then the
+# RSS of one idle isolated model's worker.
+#   bench/isolation.sh [tiny|base]   (BENCH_SECONDS=5 BENCH_CONCURRENCY=16 BENCH_ROUNDS=3)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SIZE="${1:-tiny}"
+SECS="${BENCH_SECONDS:-5}"
+C="${BENCH_CONCURRENCY:-16}"
+ROUNDS="${BENCH_ROUNDS:-3}"
+MODEL="$ROOT/models/generated/bert-$SIZE.gguf"
+source "$ROOT/bench/lib.sh"
+ensure_model "$MODEL" "$SIZE"
+
+python3 - "$TMP/echo.json" <<'PY'
+import json, sys
+data = list(range(100000, 100140))
+body = {"inputs": [{"name": "X", "datatype": "INT32", "shape": [len(data)], "data": data}]}
+open(sys.argv[1], "w").write(json.dumps(body, separators=(",", ":")))
+PY
+printf '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[1],"data":["%s"]}]}' \
+  "The quick brown fox jumps over the lazy dog near the river bank." >"$TMP/embed.json"
+
+PORT="$(free_port)"
+{
+  echo "models:"
+  for iso in none process; do
+    cat <<YAML
+  - name: echo-$iso
+    backend: identity
+    isolation: $iso
+    params: {tensors: [{input: X, output: Y, datatype: INT32}]}
+  - name: embed-$iso
+    path: $MODEL
+    task: embed
+    isolation: $iso
+    max_batch: $C
+    max_queue_delay_ms: 5
+    params: {n_parallel: $C, n_batch: 2048, n_threads: $THREADS}
+YAML
+  done
+  echo "  - {name: idle, backend: identity, isolation: process}"
+} >"$TMP/m.yaml"
+"$MMSERVE" --log-level warn serve "$TMP/m.yaml" --port "$PORT" --lock-dir "$TMP/locks" &
+PID=$!
+wait_ok "127.0.0.1:$PORT/v2/health/ready"
+run() {  # run MODEL BODY EXPECT CONCURRENCY
+  "$LOAD" --port "$PORT" --path "/v2/models/$1/infer" --body-file "$TMP/$2" --expect "$3" \
+    --concurrency "$4" --seconds "$SECS" --warmup 1
+}
+for round in $(seq 1 "$ROUNDS"); do
+  for iso in none process; do
+    run "echo-$iso" echo.json '"Y"' "$C" >"$TMP/r$round-echo-$iso-$C.json"
+    run "echo-$iso" echo.json '"Y"' 1 >"$TMP/r$round-echo-$iso-1.json"
+    run "embed-$iso" embed.json EMBEDDING "$C" >"$TMP/r$round-embed-$iso-$C.json"
+  done
+done
+IDLE_PID="$(pgrep -f -- "worker --parent $PID .*--model idle " || true)"
+IDLE_KIB="$(rss_kib $IDLE_PID)"
+# Its proportional share (shared library pages split among the processes mapping them) and
+# what it alone holds.
+IDLE_PSS="$(awk '/^Pss:/ {print $2}' "/proc/$IDLE_PID/smaps_rollup" 2>/dev/null || echo 0)"
+IDLE_PRIVATE="$(awk '/^Private_(Clean|Dirty):/ {s += $2} END {print s + 0}' "/proc/$IDLE_PID/smaps_rollup" 2>/dev/null || echo 0)"
+SERVER_KIB="$(rss_kib "$PID")"
+stop "$PID"
+
+python3 - "$TMP" "$ROUNDS" "$C" "$SIZE" "$IDLE_KIB" "$SERVER_KIB" "$IDLE_PSS" "$IDLE_PRIVATE" <<'PY'
+import json, statistics, sys
+tmp, rounds, c, size, idle_kib, server_kib, pss, private = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], *map(int, sys.argv[5:9])
+errors = []
+def runs(model, iso, conc):
+    out = [json.load(open(f"{tmp}/r{r}-{model}-{iso}-{conc}.json")) for r in range(1, rounds + 1)]
+    errors.extend(f"{model}-{iso} x{conc}: {r['errors']} errors: {r.get('first_error')}" for r in out if r["errors"])
+    return out
+print(f"| load (median of {rounds} alternating rounds) | in-process | isolated | ratio (rounds) |")
+print("|---|---|---|---|")
+for model, conc, label in (("echo", c, f"identity 1 KB, {c} clients"), ("echo", "1", "identity 1 KB, 1 client"),
+                           ("embed", c, f"bert-{size} embed, {c} clients")):
+    a, b = runs(model, "none", conc), runs(model, "process", conc)
+    per = [y["rps"] / x["rps"] for x, y in zip(a, b)]
+    med = lambda rs, k: statistics.median(r[k] for r in rs)
+    print(f"| {label}, requests/s | {med(a, 'rps'):.0f} | {med(b, 'rps'):.0f} | "
+          f"{statistics.median(per):.2f}x ({' / '.join(f'{x:.2f}' for x in per)}) |")
+    print(f"| {label}, p50 µs | {med(a, 'p50_us'):.0f} | {med(b, 'p50_us'):.0f} | "
+          f"added {med(b, 'p50_us') - med(a, 'p50_us'):.0f} µs |")
+print()
+print(f"One idle isolated identity model: its worker's RSS {idle_kib / 1024:.1f} MiB, PSS "
+      f"{pss / 1024:.1f} MiB, private {private / 1024:.1f} MiB (the server's RSS: {server_kib / 1024:.1f} MiB).")
+if errors:
+    print("\n".join(errors), file=sys.stderr)
+    sys.exit(1)
+PY

@@ -1,0 +1,26 @@
+// `mmserve worker`: the process side of `isolation: process` (process_session.h). Started by
+// the server only, with fork+exec; serves one model over the sockets it inherited.
+#pragma once
+
+#include <sys/types.h>
+
+#include <vector>
+
+#include "backend/backend_registry.h"
+#include "runtime/runtime_guard.h"
+
+namespace mmserve {
+
+struct WorkerArgs {
+  pid_t parent = 0;           // the server that started it: any other parent is refused
+  int control = -1;           // the control socket: kInit in, kReady/kFailed out
+  std::vector<int> channels;  // one socket per instance: kBatch in, kResults out
+};
+
+// Loads the model the control socket names (its runtime's only initialization in this
+// process), answers batches on each channel with an instance on a thread of its own, and
+// returns, with everything torn down in reverse, once the server closes the control socket.
+// The process's exit code: 0, or 1 when the parent is not the server or the load failed.
+int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGuard& guard);
+
+}  // namespace mmserve

@@ -1,0 +1,33 @@
+// What the server tells a model's worker process (its config: kInit) and what the worker tells
+// back once its session is loaded (kReady): both JSON, read as hostile input.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+#include "common/result.h"
+#include "config/model_config.h"
+
+namespace mmserve {
+
+// The fields of `model` that shape its load, with `isolation` none (the worker runs it in its
+// own process). Paths are absolute already.
+std::string EncodeWorkerSpec(const ModelConfig& model);
+Result<ModelConfig> DecodeWorkerSpec(std::string_view payload);
+
+// The facts of a loaded session that the server asks for without a round trip.
+struct WorkerFacts {
+  ModelSignature signature;
+  int64_t resident_bytes = 0;
+  std::vector<int> batch_tiers;
+  int default_warmup = 0;
+  int64_t context_length = 0;
+  bool executions_share_device = false;
+};
+std::string EncodeWorkerFacts(const Session& session);
+Result<WorkerFacts> DecodeWorkerFacts(std::string_view payload);
+
+}  // namespace mmserve

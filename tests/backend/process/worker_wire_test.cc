@@ -1,0 +1,137 @@
+// The server ↔ worker wire: batches, results and the model's spec and facts survive the trip
+// exactly, and every malformed payload — each truncation of a valid one, counts beyond it — is
+// an error, never a crash.
+#include "backend/process/worker_wire.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "backend/process/worker_spec.h"
+
+namespace mmserve {
+namespace {
+
+InferRequest SampleRequest() {
+  InferRequest q;
+  q.id = "req-1";
+  std::string text;
+  Tensor::AppendBytesElement(text, "hello");
+  Tensor::AppendBytesElement(text, "");
+  q.inputs.emplace_back("TEXT", DataType::kBytes, Shape{2}, text);
+  q.inputs.emplace_back("X", DataType::kFp32, Shape{1, 2}, std::string(8, '\x01'));
+  q.requested_outputs = {"Y"};
+  q.parameters = {{"b", true}, {"i", int64_t{-7}}, {"r", 0.25}, {"s", std::string("x")}};
+  return q;
+}
+
+TEST(WorkerWireTest, ABatchSurvivesTheTripExactly) {
+  InferRequest q = SampleRequest();
+  std::vector<BatchItem> items = {{&q}, {&q}};
+  std::string payload;
+  EncodeBatch(4, items, payload);
+  auto batch = DecodeBatch(payload);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_EQ(batch->tier, 4);
+  ASSERT_EQ(batch->requests.size(), 2u);
+  const InferRequest& got = *batch->requests[1];
+  EXPECT_EQ(got.id, "req-1");
+  ASSERT_EQ(got.inputs.size(), 2u);
+  EXPECT_EQ(got.inputs[0].data(), q.inputs[0].data());
+  EXPECT_EQ(got.inputs[0].type(), DataType::kBytes);
+  EXPECT_EQ(got.inputs[1].shape(), (Shape{1, 2}));
+  EXPECT_EQ(got.requested_outputs, q.requested_outputs);
+  EXPECT_EQ(got.parameters, q.parameters);
+}
+
+TEST(WorkerWireTest, ResultsCarryEachItemsOutcomeAndTheBatchStatus) {
+  InferRequest q = SampleRequest();
+  std::vector<BatchItem> sent = {{&q}, {&q}};
+  InferResponse response;
+  response.outputs.emplace_back("Y", DataType::kInt64, Shape{1}, std::string(8, '\x02'));
+  response.parameters = {{"tokens", int64_t{3}}};
+  sent[0].result = response;
+  sent[1].result = Status(StatusCode::kInvalidArgument, "input 'X': too long");
+  std::string payload;
+  EncodeResults(Status(StatusCode::kInternal, "half failed"), sent, payload);
+
+  std::vector<BatchItem> got = {{&q}, {&q}};
+  Status batch;
+  ASSERT_TRUE(DecodeResults(payload, got, &batch).ok());
+  EXPECT_EQ(batch.code(), StatusCode::kInternal);
+  EXPECT_EQ(batch.message(), "half failed");
+  ASSERT_TRUE(got[0].result.ok());
+  EXPECT_EQ(got[0].result->outputs[0].data(), std::string(8, '\x02'));
+  EXPECT_EQ(got[0].result->parameters, response.parameters);
+  EXPECT_EQ(got[1].result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(got[1].result.status().message(), "input 'X': too long");
+
+  std::vector<BatchItem> fewer = {{&q}};
+  EXPECT_FALSE(DecodeResults(payload, fewer, &batch).ok()) << "a count that does not match";
+}
+
+TEST(WorkerWireTest, EveryTruncationAndEveryFlippedByteIsAnErrorOrAValidBatch) {
+  InferRequest q = SampleRequest();
+  std::vector<BatchItem> items = {{&q}};
+  std::string payload;
+  EncodeBatch(1, items, payload);
+  for (size_t n = 0; n < payload.size(); ++n) {
+    EXPECT_FALSE(DecodeBatch(std::string_view(payload).substr(0, n)).ok()) << "cut at " << n;
+  }
+  for (size_t i = 0; i < payload.size(); ++i) {
+    std::string bad = payload;
+    bad[i] = static_cast<char>(bad[i] ^ 0xff);
+    (void)DecodeBatch(bad);  // must not crash or allocate past the payload
+  }
+  // A count of 2^20 with nothing after it is refused before anything is reserved.
+  std::string huge;
+  huge.append("\x01\0\0\0\0\0\x10\0", 8);
+  EXPECT_FALSE(DecodeBatch(huge).ok());
+}
+
+TEST(WorkerWireTest, FramesCrossASocketAndAHangUpIsUnavailable) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ASSERT_TRUE(WriteFrame(fds[0], FrameKind::kReady, "facts").ok());
+  std::string payload;
+  auto kind = ReadFrame(fds[1], payload);
+  ASSERT_TRUE(kind.ok());
+  EXPECT_EQ(*kind, FrameKind::kReady);
+  EXPECT_EQ(payload, "facts");
+  // A header of another kind, or a nonzero reserved word, is malformed.
+  const char bad[16] = {9};
+  ASSERT_EQ(::write(fds[0], bad, sizeof bad), 16);
+  EXPECT_EQ(ReadFrame(fds[1], payload).status().code(), StatusCode::kInvalidArgument);
+  ::close(fds[0]);
+  EXPECT_EQ(ReadFrame(fds[1], payload).status().code(), StatusCode::kUnavailable);
+  ::close(fds[1]);
+}
+
+TEST(WorkerWireTest, TheSpecKeepsWhatShapesTheLoadAndGarbageIsAnError) {
+  ModelConfig m;
+  m.name = "emb";
+  m.path = "/models/emb.gguf";
+  m.backend = "llama";
+  m.task = "embed";
+  m.max_batch = 8;
+  m.thread_num = 2;
+  m.isolation = Isolation::kProcess;
+  m.params = Params(nlohmann::json{{"n_ctx", 512}}, "params", std::make_shared<Params::Locations>());
+  auto back = DecodeWorkerSpec(EncodeWorkerSpec(m));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->name, "emb");
+  EXPECT_EQ(back->path, m.path);
+  EXPECT_EQ(back->task, "embed");
+  EXPECT_EQ(back->max_batch, 8);
+  EXPECT_EQ(back->thread_num, 2);
+  EXPECT_EQ(back->isolation, Isolation::kNone) << "the worker runs it in its own process";
+  EXPECT_EQ(back->params.value(), m.params.value());
+  for (const char* garbage : {"", "[]", "{}", R"({"name": 3})", "{\"name\":\"x\""}) {
+    EXPECT_EQ(DecodeWorkerSpec(garbage).status().code(), StatusCode::kInvalidArgument) << garbage;
+    EXPECT_EQ(DecodeWorkerFacts(garbage).status().code(), StatusCode::kInvalidArgument) << garbage;
+  }
+}
+
+}  // namespace
+}  // namespace mmserve

@@ -1,0 +1,25 @@
+// Fuzzes what a server reads from a model's worker process and a worker from its server
+// (backend/process/): a worker that crashed mid-write or a bug must yield an error, never a
+// crash. The first byte picks the decoder; the rest is its payload.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "backend/process/worker_spec.h"
+#include "backend/process/worker_wire.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const std::string_view payload(reinterpret_cast<const char*>(data) + 1, size - 1);
+  mmserve::InferRequest request;
+  std::vector<mmserve::BatchItem> items(data[0] >> 4, mmserve::BatchItem{&request});
+  mmserve::Status batch;
+  switch (data[0] & 0x7) {
+    case 0: (void)mmserve::DecodeBatch(payload); break;
+    case 1: (void)mmserve::DecodeResults(payload, items, &batch); break;
+    case 2: (void)mmserve::DecodeStatus(payload); break;
+    case 3: (void)mmserve::DecodeWorkerSpec(payload); break;
+    default: (void)mmserve::DecodeWorkerFacts(payload); break;
+  }
+  return 0;
+}

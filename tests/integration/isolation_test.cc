@@ -1,0 +1,248 @@
+// `isolation: process` against the real binary on 127.0.0.1: a model's worker killed or
+// crashed takes that model's in-flight requests (503, with the reason) and nothing else; the
+// worker restarts; nothing is left behind; and isolated answers equal in-process ones bit for
+// bit. Loads are counted in requests, never timed, except the bound on a restart.
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "testing/http_client.h"
+#include "testing/models.h"
+#include "testing/server_process.h"
+#include "testing/test_util.h"
+
+namespace mmserve {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using testing::HttpClient;
+using testing::ServerProcess;
+
+class Server {
+ public:
+  explicit Server(const std::string& yaml)
+      : file_(dir_.Write("models.yaml", yaml)),
+        process_({"serve", file_.string(), "--port", "0", "--lock-dir",
+                  (dir_.path() / "locks").string()},
+                 dir_.path() / "server.log") {}
+  ServerProcess& process() { return process_; }
+
+ private:
+  testing::TempDir dir_;
+  std::filesystem::path file_;
+  ServerProcess process_;
+};
+
+// The worker processes `server` started, alive or zombie, found through /proc by their command
+// line (`mmserve worker --parent <server>`).
+std::vector<pid_t> Workers(pid_t server) {
+  std::vector<pid_t> out;
+  const std::string needle = std::string("worker") + '\0' + "--parent" + '\0' +
+                             std::to_string(server) + '\0';
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    if (cmdline.find(needle) != std::string::npos) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+int OpenFds(pid_t pid) {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+std::string TextBody(const std::string& text) {
+  return json{{"inputs", {{{"name", "TEXT"}, {"datatype", "BYTES"}, {"shape", {1}},
+                           {"data", {text}}}}}}
+      .dump();
+}
+
+constexpr const char* kEcho = R"(
+    backend: identity
+    params:
+      tensors: [{input: TEXT, output: ECHO, datatype: BYTES, shape: [-1]}]
+)";
+
+// Polls `model` until it answers 200; the time that took.
+std::chrono::milliseconds UntilServing(HttpClient& client, const std::string& model) {
+  const auto start = std::chrono::steady_clock::now();
+  while (client.Post("/v2/models/" + model + "/infer", TextBody("ping")).status != 200) {
+    if (std::chrono::steady_clock::now() - start > 30s) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
+TEST(IsolationTest, KillingAWorkerFailsOnlyItsModelsRequestsAndItServesAgain) {
+  Server server(std::string("models:\n  - name: iso\n    isolation: process\n    thread_num: 2") +
+                kEcho + "      latency_ms: 2\n  - name: local" + kEcho);
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  const int port = server.process().port();
+  const auto workers = Workers(server.process().pid());
+  ASSERT_EQ(workers.size(), 1u) << server.process().Log();
+
+  // Two clients per model; the worker is killed once each iso client is 50 requests in.
+  std::atomic<int> local_ok{0}, local_bad{0}, iso_ok{0}, iso_lost{0}, iso_bad{0}, started{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&, c] {
+      HttpClient client(port);
+      const bool iso = c % 2 == 0;
+      for (int i = 0; i < 150; ++i) {
+        if (iso && i == 50) ++started;
+        auto r = client.Post(std::string("/v2/models/") + (iso ? "iso" : "local") + "/infer",
+                             TextBody("t" + std::to_string(i)));
+        if (!iso) {
+          ++(r.status == 200 ? local_ok : local_bad);
+        } else if (r.status == 200) {
+          ++iso_ok;
+        } else if (r.status == 503 && r.body.find("model worker for 'iso' exited: SIGKILL") !=
+                                          std::string::npos) {
+          ++iso_lost;
+        } else {
+          ++iso_bad;
+          ADD_FAILURE() << r.status << " " << r.body;
+        }
+      }
+    });
+  }
+  while (started < 2) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(::kill(workers[0], SIGKILL), 0);
+  HttpClient probe(port);
+  const auto back = UntilServing(probe, "iso");
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(local_ok, 300) << "the in-process model never noticed";
+  EXPECT_EQ(local_bad, 0);
+  EXPECT_EQ(iso_ok + iso_lost, 300) << "every isolated request answered: 200, or 503 with why";
+  EXPECT_LT(iso_lost, 10) << "only what was in flight when the worker died";
+  EXPECT_LT(back, 5s) << "the worker restarts at once";
+  const auto now = Workers(server.process().pid());
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(now[0], workers[0]);
+  std::cout << "isolated model serving again " << back.count() << " ms after the kill; "
+            << iso_lost << " requests lost with it\n";
+}
+
+TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
+  Server server(std::string("models:\n  - name: iso\n    isolation: process") + kEcho +
+                "      crash_on: boom\n      crash_signal: segv\n  - name: local" + kEcho +
+                "  - name: aborts\n    isolation: process" + kEcho +
+                "      crash_on: boom\n      crash_signal: abort\n");
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  const pid_t pid = server.process().pid();
+  HttpClient client(server.process().port());
+  ASSERT_EQ(client.Post("/v2/models/iso/infer", TextBody("warm")).status, 200);
+  const int fds = OpenFds(pid);
+  for (int cycle = 0; cycle < 10; ++cycle) {
+    auto r = client.Post("/v2/models/iso/infer", TextBody("boom"));
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_THAT(r.body, HasSubstr("model worker for 'iso' exited: SIGSEGV"));
+    EXPECT_LT(UntilServing(client, "iso"), 10s) << "cycle " << cycle;
+    ASSERT_EQ(client.Post("/v2/models/local/infer", TextBody("x")).status, 200);
+  }
+  auto r = client.Post("/v2/models/aborts/infer", TextBody("boom"));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_THAT(r.body, HasSubstr("exited: SIGABRT"));
+  EXPECT_LT(UntilServing(client, "aborts"), 10s);
+
+  EXPECT_EQ(Workers(pid).size(), 2u) << "one live worker per isolated model, no zombie";
+  EXPECT_EQ(OpenFds(pid), fds) << "no socket or pidfd of a dead worker left open";
+  auto stats = json::parse(client.Get("/v2/models/iso/stats").body, nullptr, false);
+  EXPECT_THAT(stats.dump(), HasSubstr("\"worker_restarts\":10")) << stats.dump();
+  EXPECT_THAT(client.Get("/metrics").body,
+              HasSubstr("mmserve_worker_restarts_total{model=\"iso\",version=\"1\"} 10"));
+
+  // The server killed outright: its workers die with it (their parent-death signal).
+  ASSERT_EQ(server.process().Stop(SIGKILL), 128 + SIGKILL);
+  for (int i = 0; i < 500 && !Workers(pid).empty(); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(Workers(pid).empty()) << "a worker outlived its server";
+}
+
+TEST(IsolationTest, AHungExecutionKillsTheWorkerAndTheModelServesAgain) {
+  // The watchdog takes the model out of service (breaker) as for any hang; with the worker
+  // killed and restarted, the cooldown is all it takes to serve again.
+  Server server(std::string("models:\n  - name: iso\n    isolation: process\n    timeout_ms: "
+                            "300\n    watchdog_margin_ms: 200\n    breaker: {cooldown_ms: 300}") +
+                kEcho + "      hang_on: hang\n      hang_ms: 600000\n");
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  const pid_t pid = server.process().pid();
+  const auto before = Workers(pid);
+  ASSERT_EQ(before.size(), 1u);
+  HttpClient client(server.process().port());
+  auto r = client.Post("/v2/models/iso/infer", TextBody("hang"));
+  EXPECT_EQ(r.status, 504) << r.body;
+  EXPECT_LT(UntilServing(client, "iso"), 10s);
+  const auto after = Workers(pid);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_NE(after[0], before[0]) << "the hung worker was killed, its memory reclaimed";
+  EXPECT_THAT(server.process().Log(), HasSubstr("model worker for 'iso' exited: SIGKILL"));
+}
+
+// The embeddings and rerank scores of an isolated model, byte for byte those of the same file
+// served in the server's process.
+TEST(IsolationTest, IsolatedAnswersEqualInProcessAnswersBitForBit) {
+  const std::string bert = testing::GeneratedModel("bert-tiny.gguf");
+  const std::string rerank = testing::GeneratedModel("rerank-tiny.gguf");
+  Server server("models:\n"
+                "  - {name: emb, path: " + bert + ", task: embed}\n"
+                "  - {name: emb-iso, path: " + bert + ", task: embed, isolation: process}\n"
+                "  - {name: rr, path: " + rerank + ", task: rerank}\n"
+                "  - {name: rr-iso, path: " + rerank + ", task: rerank, isolation: process}\n");
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  HttpClient client(server.process().port());
+  const json texts = {"the quick brown fox", "jumps over", "the lazy dog", "a"};
+  auto embed = [&](const std::string& model) {
+    auto r = client.Post("/v1/embeddings", json{{"model", model}, {"input", texts}}.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body, nullptr, false)["data"];
+  };
+  const json local = embed("emb"), isolated = embed("emb-iso");
+  ASSERT_EQ(local.size(), 4u);
+  EXPECT_EQ(local, isolated);
+  auto rank = [&](const std::string& model) {
+    auto r = client.Post("/v1/rerank", json{{"model", model}, {"query", "a fox"},
+                                            {"documents", texts}}.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body, nullptr, false)["results"];
+  };
+  const json rr = rank("rr");
+  ASSERT_EQ(rr.size(), 4u);
+  EXPECT_EQ(rr, rank("rr-iso"));
+}
+
+TEST(IsolationTest, GenerationIsNotIsolatedYetAndValidationSaysSo) {
+  testing::TempDir dir;
+  const auto file = dir.Write(
+      "m.yaml", "models:\n  - {name: llm, path: " + testing::GeneratedModel("llama-tiny.gguf") +
+                    ", task: generate, isolation: process}\n");
+  auto [code, out] = ServerProcess::Run({"validate", file.string(), "--no-plan"});
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_THAT(out, HasSubstr("models[0].isolation: expected none for backend llama task "
+                             "generate"));
+}
+
+}  // namespace
+}  // namespace mmserve

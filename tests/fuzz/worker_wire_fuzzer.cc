@@ -14,9 +14,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mmserve::InferRequest request;
   std::vector<mmserve::BatchItem> items(data[0] >> 4, mmserve::BatchItem{&request});
   mmserve::Status batch;
+  mmserve::Counters counters;
   switch (data[0] & 0x7) {
     case 0: (void)mmserve::DecodeBatch(payload); break;
-    case 1: (void)mmserve::DecodeResults(payload, items, &batch); break;
+    case 1: (void)mmserve::DecodeResults(payload, items, &batch, &counters); break;
     case 2: (void)mmserve::DecodeStatus(payload); break;
     case 3: (void)mmserve::DecodeWorkerSpec(payload); break;
     default: (void)mmserve::DecodeWorkerFacts(payload); break;

@@ -264,6 +264,48 @@ TEST(AclLifecycleTest, WarmUpRunsEveryGearOnEveryInstanceBeforeTheModelIsReady) 
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+// `isolation: process` on the simulator: the hung model's worker is killed by the watchdog (its
+// device memory and stream go with it), the model serves again once the breaker's cooldown
+// passes, and the in-process model beside it never stops — its answers equal the isolated
+// one's, gears and all.
+TEST(AclLifecycleTest, AnIsolatedHungModelIsKilledAndServesAgainWhileTheOthersServe) {
+  testing::TempDir dir;
+  ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);
+  testing::WriteOm(dir, "det.om", Detector());
+  testing::WriteOm(dir, "guarded.om", Detector(/*hangs=*/true));
+  const std::string config = dir.Write("models.yaml", R"(models:
+  - {name: det, path: det.om}
+  - {name: guarded, path: guarded.om, isolation: process, timeout_ms: 300,
+     watchdog_margin_ms: 200, breaker: {cooldown_ms: 300}}
+)").string();
+  ServerProcess server({"serve", config, "--port", "0", "--lock-dir",
+                        (dir.path() / "locks").string()},
+                       dir.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  HttpClient client(server.port());
+  const HttpResult local = client.Post("/v2/models/det/infer", DetBody(1, 3));
+  const HttpResult isolated = client.Post("/v2/models/guarded/infer", DetBody(1, 3));
+  ASSERT_EQ(isolated.status, 200) << isolated.body;
+  EXPECT_EQ(json::parse(local.body)["outputs"], json::parse(isolated.body)["outputs"]);
+
+  auto hung = std::async(std::launch::async, [&] {
+    return HttpClient(server.port()).Post("/v2/models/guarded/infer", DetBody(666));
+  });
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(client.Post("/v2/models/det/infer", DetBody(1)).status, 200);
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(hung.get().status, 504);
+  bool back = false;
+  for (int i = 0; i < 1000 && !back; ++i) {
+    back = client.Post("/v2/models/guarded/infer", DetBody(2)).status == 200;
+    if (!back) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(back) << server.Log();
+  EXPECT_THAT(server.Log(), HasSubstr("model worker for 'guarded' exited: SIGKILL"));
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 TEST(AclLifecycleTest, BatchingTheOmCannotDoIsRefusedBeforeAnythingLoads) {
   testing::TempDir dir;
   ::setenv("ASCEND_HOME_PATH", testing::AclSimHome().c_str(), 1);

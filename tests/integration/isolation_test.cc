@@ -231,6 +231,10 @@ TEST(IsolationTest, IsolatedAnswersEqualInProcessAnswersBitForBit) {
   const json rr = rank("rr");
   ASSERT_EQ(rr.size(), 4u);
   EXPECT_EQ(rr, rank("rr-iso"));
+  // The engine's counters come back from the worker: stats and /metrics as in-process.
+  const std::string stats = client.Get("/v2/models/emb-iso/stats").body;
+  EXPECT_THAT(stats, HasSubstr("\"decodes\":"));
+  EXPECT_THAT(stats, HasSubstr("\"worker_pid\":"));
 }
 
 TEST(IsolationTest, GenerationIsNotIsolatedYetAndValidationSaysSo) {

@@ -47,6 +47,7 @@ class AclBackend final : public Backend {
   std::string name() const override { return "acl"; }
   std::vector<std::string> tasks() const override { return {"infer"}; }
   Runtime& runtime() override { return runtime_; }
+  bool RunsIsolated(const ModelConfig&) const override { return true; }
 
   void Validate(ModelConfig& model, ConfigErrors& errors) const override;
   // aclmdlQuerySize's work and weight sizes, once per instance (weights once in pool mode).

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -24,6 +25,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "common/strings.h"
 
 namespace mmserve {
 namespace {
@@ -74,6 +76,25 @@ std::string DescribeExit(int status) {
   return "status " + std::to_string(status);
 }
 
+// Private_Clean + Private_Dirty of process `pid` (/proc/<pid>/smaps_rollup), in bytes; 0 when
+// it cannot be read.
+int64_t PrivateBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  std::string line;
+  int64_t kib = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("Private_Clean:", 0) != 0 && line.rfind("Private_Dirty:", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    const size_t start = line.find_first_not_of(' ', colon + 1);
+    const size_t end = line.find(' ', start);
+    if (start == std::string::npos) continue;
+    if (auto v = ParseInt64(std::string_view(line).substr(start, end - start)); v && *v >= 0) {
+      kib += std::min<int64_t>(*v, int64_t{1} << 40);
+    }
+  }
+  return kib * 1024;
+}
+
 // Waits until `fd` is readable or `timeout` passes (negative: forever); false on timeout.
 bool WaitReadable(int fd, std::chrono::milliseconds timeout, int also = -1) {
   pollfd fds[2] = {{fd, POLLIN, 0}, {also, POLLIN, 0}};
@@ -109,6 +130,7 @@ class ProcessInstance final : public Instance {
   ProcessSession& session_;  // outlives its instances
   const int index_;
   std::string buffer_;       // reused for every batch and its results
+  Counters counters_;
   Mutex mu_;
   std::shared_ptr<Worker> running_ GUARDED_BY(mu_);  // the worker of the execution in flight
 };
@@ -136,7 +158,18 @@ class ProcessSession final : public Session {
   }
 
   const ModelSignature& signature() const override { return facts_.signature; }
-  int64_t resident_bytes() const override { return facts_.resident_bytes; }
+  // On the host: the worker's private memory (what it alone holds: the model, its contexts,
+  // the process's own heap), measured at most once a second; at least what the session says.
+  int64_t resident_bytes() const override {
+    if (!facts_.host_memory) return facts_.resident_bytes;
+    MutexLock lock(mu_);
+    const auto now = Clock::now();
+    if (current_ && now - measured_at_ >= 1s) {
+      measured_at_ = now;
+      measured_ = PrivateBytes(current_->pid);
+    }
+    return std::max(facts_.resident_bytes, measured_);
+  }
   Result<std::unique_ptr<Instance>> CreateInstance(int index) override {
     return std::unique_ptr<Instance>(std::make_unique<ProcessInstance>(*this, index));
   }
@@ -148,9 +181,18 @@ class ProcessSession final : public Session {
   int64_t context_length() const override { return facts_.context_length; }
   bool executions_share_device() const override { return facts_.executions_share_device; }
   int default_warmup() const override { return facts_.default_warmup; }
+  // The engine's, as the worker last reported them (they restart from zero with it), and the
+  // worker's pid and restarts.
   std::map<std::string, int64_t> counters() const override {
     MutexLock lock(mu_);
-    return {{"worker_pid", current_ ? current_->pid : 0}, {"worker_restarts", restarts_}};
+    Counters out = engine_counters_;
+    out["worker_pid"] = current_ ? current_->pid : 0;
+    out["worker_restarts"] = restarts_;
+    return out;
+  }
+  void set_engine_counters(Counters counters) {
+    MutexLock lock(mu_);
+    engine_counters_ = std::move(counters);
   }
 
   // The worker serving now; while it restarts, waits for it until `until`. Unavailable with the
@@ -195,6 +237,9 @@ class ProcessSession final : public Session {
   Status failed_ GUARDED_BY(mu_);
   std::string last_exit_ GUARDED_BY(mu_);
   int64_t restarts_ GUARDED_BY(mu_) = 0;
+  Counters engine_counters_ GUARDED_BY(mu_);
+  mutable Clock::time_point measured_at_ GUARDED_BY(mu_);
+  mutable int64_t measured_ GUARDED_BY(mu_) = 0;
 };
 
 Result<std::shared_ptr<Worker>> ProcessSession::Spawn() {
@@ -357,12 +402,15 @@ Status ProcessInstance::Execute(Execution& execution) {
   Status batch;
   Status decoded = !kind.ok()                         ? kind.status()
                    : *kind != FrameKind::kResults     ? Internal("results out of turn")
-                                                      : DecodeResults(buffer_, execution.items, &batch);
+                                                      : DecodeResults(buffer_, execution.items, &batch, &counters_);
   {
     MutexLock lock(mu_);
     running_.reset();
   }
-  if (decoded.ok()) return batch;
+  if (decoded.ok()) {
+    session_.set_engine_counters(counters_);
+    return batch;
+  }
   if (kind.ok()) {
     spdlog::error("model worker broke the protocol: {}; killing it", decoded.message());
     worker->Kill();

@@ -37,7 +37,7 @@ void ServeChannel(Session& session, int index, int fd) {
     Execution execution{.items = items, .tier = batch->tier};
     const Status status =
         instance.ok() ? (*instance)->Execute(execution) : instance.status();
-    EncodeResults(status, items, out);
+    EncodeResults(status, items, session.counters(), out);
     if (!WriteFrame(fd, FrameKind::kResults, out).ok()) return;
   }
 }
@@ -45,7 +45,7 @@ void ServeChannel(Session& session, int index, int fd) {
 // The model's session, loaded as the server's spec says; the error is told to the server.
 Result<std::unique_ptr<Session>> LoadFromSpec(int control, const BackendRegistry& backends,
                                               RuntimeGuard& guard, RuntimeLease& lease,
-                                              size_t channels) {
+                                              size_t channels, bool& host_memory) {
   std::string payload;
   MMS_ASSIGN_OR_RETURN(FrameKind kind, ReadFrame(control, payload));
   if (kind != FrameKind::kInit) return InvalidArgument("worker: expected the model's spec first");
@@ -59,6 +59,8 @@ Result<std::unique_ptr<Session>> LoadFromSpec(int control, const BackendRegistry
                            " cannot run in a worker process");
   }
   MMS_ASSIGN_OR_RETURN(lease, guard.Acquire(backend->runtime(), model.device_id));
+  auto memory = backend->runtime().Memory(model.device_id);
+  host_memory = memory.ok() && memory->domain == "host";
   MMS_ASSIGN_OR_RETURN(auto session, backend->Load(model));
   if (session->style() != ExecutionStyle::kBatch) {
     return InvalidArgument("worker: only batch-style sessions run in a worker process");
@@ -77,12 +79,14 @@ int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGu
   pthread_sigmask(SIG_UNBLOCK, &all, nullptr);  // the server's blocked set came across exec
 
   RuntimeLease lease;
-  auto session = LoadFromSpec(args.control, backends, guard, lease, args.channels.size());
+  bool host_memory = false;
+  auto session =
+      LoadFromSpec(args.control, backends, guard, lease, args.channels.size(), host_memory);
   if (!session.ok()) {
     (void)WriteFrame(args.control, FrameKind::kFailed, EncodeStatus(session.status()));
     return 1;
   }
-  if (!WriteFrame(args.control, FrameKind::kReady, EncodeWorkerFacts(**session)).ok()) return 1;
+  if (!WriteFrame(args.control, FrameKind::kReady, EncodeWorkerFacts(**session, host_memory)).ok()) return 1;
   std::vector<std::thread> threads;
   for (size_t i = 0; i < args.channels.size(); ++i) {
     threads.emplace_back(ServeChannel, std::ref(**session), static_cast<int>(i), args.channels[i]);

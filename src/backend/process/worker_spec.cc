@@ -84,7 +84,7 @@ Result<ModelConfig> DecodeWorkerSpec(std::string_view payload) {
   });
 }
 
-std::string EncodeWorkerFacts(const Session& session) {
+std::string EncodeWorkerFacts(const Session& session, bool host_memory) {
   const ModelSignature& sig = session.signature();
   json inputs = json::array(), outputs = json::array();
   for (const auto& t : sig.inputs) inputs.push_back(SpecJson(t));
@@ -96,7 +96,8 @@ std::string EncodeWorkerFacts(const Session& session) {
                    {"batch_tiers", session.batch_tiers()},
                    {"default_warmup", session.default_warmup()},
                    {"context_length", session.context_length()},
-                   {"executions_share_device", session.executions_share_device()}});
+                   {"executions_share_device", session.executions_share_device()},
+                   {"host_memory", host_memory}});
 }
 
 Result<WorkerFacts> DecodeWorkerFacts(std::string_view payload) {
@@ -110,6 +111,7 @@ Result<WorkerFacts> DecodeWorkerFacts(std::string_view payload) {
     f.default_warmup = j.at("default_warmup").get<int>();
     f.context_length = j.at("context_length").get<int64_t>();
     f.executions_share_device = j.at("executions_share_device").get<bool>();
+    f.host_memory = j.at("host_memory").get<bool>();
     return f;
   });
 }

@@ -26,8 +26,11 @@ struct WorkerFacts {
   int default_warmup = 0;
   int64_t context_length = 0;
   bool executions_share_device = false;
+  // The model's memory is the host's RAM (CPU engines): then the worker's own private memory,
+  // measured, is what it costs the budget. Otherwise (a card) the session's figure is.
+  bool host_memory = false;
 };
-std::string EncodeWorkerFacts(const Session& session);
+std::string EncodeWorkerFacts(const Session& session, bool host_memory);
 Result<WorkerFacts> DecodeWorkerFacts(std::string_view payload);
 
 }  // namespace mmserve

@@ -285,7 +285,8 @@ Result<DecodedBatch> DecodeBatch(std::string_view payload) {
   return batch;
 }
 
-void EncodeResults(const Status& batch, BatchView items, std::string& out) {
+void EncodeResults(const Status& batch, BatchView items, const Counters& counters,
+                   std::string& out) {
   out.clear();
   PutStatus(out, batch);
   Put<uint32_t>(out, static_cast<uint32_t>(items.size()));
@@ -298,9 +299,15 @@ void EncodeResults(const Status& batch, BatchView items, std::string& out) {
     PutTensors(out, item.result->outputs);
     PutParams(out, item.result->parameters);
   }
+  Put<uint32_t>(out, static_cast<uint32_t>(counters.size()));
+  for (const auto& [name, value] : counters) {
+    PutString(out, name);
+    Put<int64_t>(out, value);
+  }
 }
 
-Status DecodeResults(std::string_view payload, BatchView items, Status* batch) {
+Status DecodeResults(std::string_view payload, BatchView items, Status* batch,
+                     Counters* counters) {
   Reader r(payload);
   *batch = GetStatus(r);
   const uint32_t n = r.GetCount();
@@ -316,6 +323,12 @@ Status DecodeResults(std::string_view payload, BatchView items, Status* batch) {
     MMS_RETURN_IF_ERROR(GetTensors(r, response.outputs));
     MMS_RETURN_IF_ERROR(GetParams(r, response.parameters));
     item.result = std::move(response);
+  }
+  const uint32_t n_counters = r.GetCount();
+  counters->clear();
+  for (uint32_t i = 0; i < n_counters && r.ok(); ++i) {
+    std::string name(r.GetString());
+    (*counters)[std::move(name)] = r.Get<int64_t>();
   }
   if (!r.done()) return Malformed("results");
   return Status::Ok();

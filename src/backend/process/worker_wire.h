@@ -7,7 +7,8 @@
 //                    The worker exits when the server closes it.
 //   one per instance server → worker: kBatch (the tier and each request's inputs, outputs asked
 //                    for and parameters); worker → server: kResults (the batch's status, then
-//                    each request's outcome: a status, or its outputs and parameters).
+//                    each request's outcome: a status, or its outputs and parameters; then
+//                    the session's counters).
 //
 // Every decoder treats its bytes as hostile (a worker that crashed mid-write, a bug): each
 // length is bounded by what is left, each count by kMaxWireCount, each tensor validated; a
@@ -15,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -59,10 +61,14 @@ struct DecodedBatch {
 };
 Result<DecodedBatch> DecodeBatch(std::string_view payload);
 
-// kResults: `batch` (the Execute() status) and each item's result.
-void EncodeResults(const Status& batch, BatchView items, std::string& out);
-// Fills each of `items`' results and `*batch` with the batch's status; an error when the payload
-// is malformed or holds another number of results than `items`.
-Status DecodeResults(std::string_view payload, BatchView items, Status* batch);
+// kResults: `batch` (the Execute() status), each item's result, and the session's counters
+// after it (for stats and /metrics).
+using Counters = std::map<std::string, int64_t>;
+void EncodeResults(const Status& batch, BatchView items, const Counters& counters,
+                   std::string& out);
+// Fills each of `items`' results, `*batch` with the batch's status and `*counters`; an error
+// when the payload is malformed or holds another number of results than `items`.
+Status DecodeResults(std::string_view payload, BatchView items, Status* batch,
+                     Counters* counters);
 
 }  // namespace mmserve

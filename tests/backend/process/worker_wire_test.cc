@@ -54,11 +54,13 @@ TEST(WorkerWireTest, ResultsCarryEachItemsOutcomeAndTheBatchStatus) {
   sent[0].result = response;
   sent[1].result = Status(StatusCode::kInvalidArgument, "input 'X': too long");
   std::string payload;
-  EncodeResults(Status(StatusCode::kInternal, "half failed"), sent, payload);
+  EncodeResults(Status(StatusCode::kInternal, "half failed"), sent, {{"decodes", 7}}, payload);
 
   std::vector<BatchItem> got = {{&q}, {&q}};
   Status batch;
-  ASSERT_TRUE(DecodeResults(payload, got, &batch).ok());
+  Counters counters;
+  ASSERT_TRUE(DecodeResults(payload, got, &batch, &counters).ok());
+  EXPECT_EQ(counters, (Counters{{"decodes", 7}}));
   EXPECT_EQ(batch.code(), StatusCode::kInternal);
   EXPECT_EQ(batch.message(), "half failed");
   ASSERT_TRUE(got[0].result.ok());
@@ -68,7 +70,8 @@ TEST(WorkerWireTest, ResultsCarryEachItemsOutcomeAndTheBatchStatus) {
   EXPECT_EQ(got[1].result.status().message(), "input 'X': too long");
 
   std::vector<BatchItem> fewer = {{&q}};
-  EXPECT_FALSE(DecodeResults(payload, fewer, &batch).ok()) << "a count that does not match";
+  EXPECT_FALSE(DecodeResults(payload, fewer, &batch, &counters).ok())
+      << "a count that does not match";
 }
 
 TEST(WorkerWireTest, EveryTruncationAndEveryFlippedByteIsAnErrorOrAValidBatch) {

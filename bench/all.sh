@@ -2,10 +2,10 @@
 # Every benchmark scenario, one after the other, each side by side with its peer in one run
 # (docs/BENCHMARKS.md). The tables go to stdout and to $BENCH_OUT (default build/bench-results.md).
 #
-#   bench/all.sh           the full suite, under 18 minutes on the 2-core machine: base models
+#   bench/all.sh           the full suite, under 23 minutes on the 2-core machine: base models
 #                          (generated first if missing), windows of 5–15 s (P7: 60 s a side),
 #                          a 4-minute soak; 15–16 minutes of scenarios, plus the build check
-#   bench/all.sh --quick   a smoke test (about 2.5 minutes, tiny models, 1 s windows, no goals):
+#   bench/all.sh --quick   a smoke test (about 3 minutes, tiny models, 1 s windows, no goals):
 #                          fails if any response is wrong or any scenario cannot run. The test
 #                          command runs it. S1/S2 (scheduling) need the base models: not in quick.
 #
@@ -49,6 +49,8 @@ if $QUICK; then
   scenario "P9 batcher against its ideal (quick)" "${Q[@]}" -- batching.sh
   scenario "P6b registered on-demand models (quick)" BENCH_MODELS=10 BENCH_ROUNDS=1 -- registry.sh tiny
   scenario "P7 model swapping (tiny, quick)" BENCH_SECONDS=3 BENCH_WARMUP=1 BENCH_SHIFT=1 BENCH_CLIENTS=8 -- swapping.sh tiny
+  scenario "RAG mix isolated (tiny, quick)" "${Q[@]}" BENCH_EMBED=2 BENCH_RERANK=2 BENCH_CHAT=1 BENCH_ISOLATION=process -- rag_mix.sh tiny
+  scenario "P10 isolation cost (tiny, quick)" "${Q[@]}" BENCH_CONCURRENCY=4 -- isolation.sh tiny
 else
   MMSERVE_MODEL_SIZES=tiny,base bash "$ROOT/scripts/setup.sh" >/dev/null
   scenario "P1 embeddings, bert-base" BENCH_SECONDS=10 BENCH_ROUNDS=2 -- embeddings.sh base
@@ -63,6 +65,9 @@ else
   scenario "P6 memory, bert-base" BENCH_SOAK=240 -- memory.sh base
   scenario "P6b 100 registered on-demand models, bert-base" -- registry.sh base
   scenario "P7 model swapping under a memory budget, six models" BENCH_SECONDS=60 -- swapping.sh mixed
+  scenario "RAG mix, tiny, every model isolated" BENCH_SECONDS=10 BENCH_ISOLATION=process -- rag_mix.sh tiny
+  scenario "P10 isolation cost, bert-tiny" BENCH_SECONDS=5 BENCH_ROUNDS=3 -- isolation.sh tiny
+  scenario "P10 isolation cost, bert-base" BENCH_SECONDS=8 BENCH_ROUNDS=2 -- isolation.sh base
 fi
 
 echo

@@ -13,7 +13,9 @@
 # docs/BENCHMARKS.md). In one process libgomp sees the oversubscription itself.
 #   bench/rag_mix.sh [tiny|base]    (BENCH_SECONDS=20; clients per model: BENCH_EMBED=8,
 #                                    BENCH_RERANK=4, BENCH_CHAT=2; 16 tokens per answer;
-#                                    BENCH_ROUTER_ENV="OMP_WAIT_POLICY=passive")
+#                                    BENCH_ROUTER_ENV="OMP_WAIT_POLICY=passive";
+#                                    BENCH_ISOLATION=process: mmserve's models each in a worker
+#                                    process, as the router's are)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZE="${1:-tiny}"
@@ -77,6 +79,7 @@ warm() {
 # mmserve: the three models in one process
 P1="$(free_port)"
 cat >"$TMP/m.yaml" <<YAML
+global: {isolation: ${BENCH_ISOLATION:-none}}
 models:
   - name: embedder
     path: $EMB
@@ -100,7 +103,7 @@ MM_PID=$!
 wait_ok "127.0.0.1:$P1/v2/health/ready"
 warm "$P1" chat /v1/completions
 mix "$P1" mm "$TMP/chat.json" /v1/completions "\"completion_tokens\":$N"
-MM_RSS="$(rss_kib "$MM_PID")"
+MM_RSS="$(rss_kib "$MM_PID" $(pgrep -P "$MM_PID" || true))"  # with its workers, if isolated
 stop "$MM_PID"
 
 # llama-server router: one child per model, the same per-model settings

@@ -59,7 +59,7 @@ void CheckIsolation(ParamReader& r, const ModelConfig& m, bool supported) {
   } else if (!supported) {
     r.Error("isolation",
             "none for backend " + m.backend + " task " + m.task +
-                " (this build runs in a worker process: identity, acl, and llama embed and rerank)",
+                " (this build has no worker process for it)",
             "\"process\"");
   }
 }

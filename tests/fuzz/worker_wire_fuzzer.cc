@@ -1,6 +1,7 @@
 // Fuzzes what a server reads from a model's worker process and a worker from its server
 // (backend/process/): a worker that crashed mid-write or a bug must yield an error, never a
-// crash. The first byte picks the decoder; the rest is its payload.
+// crash. The first byte's low bits pick the decoder, its high bits a batch size; the rest is
+// the payload.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -20,7 +21,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 1: (void)mmserve::DecodeResults(payload, items, &batch, &counters); break;
     case 2: (void)mmserve::DecodeStatus(payload); break;
     case 3: (void)mmserve::DecodeWorkerSpec(payload); break;
-    default: (void)mmserve::DecodeWorkerFacts(payload); break;
+    case 4: (void)mmserve::DecodeWorkerFacts(payload); break;
+    case 5: (void)mmserve::DecodeAdmit(payload); break;
+    case 6: {
+      uint64_t seq = 0;
+      mmserve::Result<mmserve::InferResponse> result = mmserve::InferResponse{};
+      (void)mmserve::DecodeEvent(payload, &seq, &result, &counters);
+      break;
+    }
+    default: (void)mmserve::DecodeNumber(payload); break;
   }
   return 0;
 }

@@ -86,19 +86,6 @@ double CpuSeconds(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-int Connect(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 std::string EchoBody(int value) {
   return json{{"inputs", {{{"name", "X"}, {"datatype", "INT32"}, {"shape", {1}},
                            {"data", {value}}}}}}
@@ -164,7 +151,7 @@ TEST(FaultTest, OutOfDescriptorsTheServerBacksOffAndHealthProbesStillAnswer) {
   // 60 connections that never send a byte: more than the descriptors left.
   std::vector<int> held;
   for (int i = 0; i < 60; ++i) {
-    const int fd = Connect(port);
+    const int fd = testing::Connect(port);
     if (fd >= 0) held.push_back(fd);
   }
   const pid_t pid = server.process().pid();
@@ -195,16 +182,8 @@ TEST(FaultTest, StreamsDroppedMidGenerationFreeTheirSlots) {
                         {"data", {"Once upon a time"}}}}},
            {"parameters", {{"max_tokens", 900}, {"stream", true}}}}
           .dump();
-  const std::string request = "POST /v2/models/llm/infer HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body;
   for (int i = 0; i < 6; ++i) {
-    const int fd = Connect(port);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(request.size()));
-    char buf[512];
-    ASSERT_GT(::recv(fd, buf, sizeof buf, 0), 0);  // the stream has started
-    ::close(fd);
+    ASSERT_TRUE(testing::PostAndLeave(port, "/v2/models/llm/infer", body));
   }
   // Both slots are free again: a short generation is answered, and the abandoned ones stopped
   // after a few tokens (counted, not timed: 6 x 900 tokens would take ~20 s here).

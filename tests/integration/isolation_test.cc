@@ -2,8 +2,11 @@
 // crashed takes that model's in-flight requests (503, with the reason) and nothing else; the
 // worker restarts; nothing is left behind; and isolated answers equal in-process ones bit for
 // bit. Loads are counted in requests, never timed, except the bound on a restart.
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -237,15 +240,78 @@ TEST(IsolationTest, IsolatedAnswersEqualInProcessAnswersBitForBit) {
   EXPECT_THAT(stats, HasSubstr("\"worker_pid\":"));
 }
 
-TEST(IsolationTest, GenerationIsNotIsolatedYetAndValidationSaysSo) {
-  testing::TempDir dir;
-  const auto file = dir.Write(
-      "m.yaml", "models:\n  - {name: llm, path: " + testing::GeneratedModel("llama-tiny.gguf") +
-                    ", task: generate, isolation: process}\n");
-  auto [code, out] = ServerProcess::Run({"validate", file.string(), "--no-plan"});
-  EXPECT_EQ(code, 1) << out;
-  EXPECT_THAT(out, HasSubstr("models[0].isolation: expected none for backend llama task "
-                             "generate"));
+// The SSE events of a streamed answer: each `data:` line's text.
+std::vector<std::string> Events(const std::string& body) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find('\n', at);
+    out.push_back(body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return out;
+}
+
+// Greedy generation, streamed and not, in a worker: the same text as in the server's process,
+// several sequences at once (continuous batching in the worker), and clients that leave
+// mid-stream cancel their sequences there.
+TEST(IsolationTest, IsolatedGenerationEqualsInProcessStreamedOrNot) {
+  const std::string llama = testing::GeneratedModel("llama-tiny.gguf");
+  Server server("models:\n"
+                "  - {name: gen, path: " + llama + ", task: generate}\n"
+                "  - {name: gen-iso, path: " + llama + ", task: generate, isolation: process, "
+                "params: {n_parallel: 4}}\n");
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  const int port = server.process().port();
+  auto complete = [&](const std::string& model, const std::string& prompt, bool stream) {
+    HttpClient client(port);
+    auto r = client.Post("/v1/completions", json{{"model", model}, {"prompt", prompt},
+                                                 {"max_tokens", 24}, {"temperature", 0},
+                                                 {"stream", stream}}.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    if (!stream) return json::parse(r.body, nullptr, false)["choices"][0]["text"].get<std::string>();
+    std::string text;
+    for (const auto& e : Events(r.body)) {
+      if (e == "[DONE]") break;
+      text += json::parse(e)["choices"][0].value("text", "");
+    }
+    return text;
+  };
+  const std::vector<std::string> prompts = {"Once upon a time", "The capital of", "1 2 3", "Hello"};
+  std::vector<std::string> local;
+  for (const auto& p : prompts) local.push_back(complete("gen", p, false));
+  std::vector<std::thread> clients;
+  std::vector<std::string> isolated(prompts.size()), streamed(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      isolated[i] = complete("gen-iso", prompts[i], false);
+      streamed[i] = complete("gen-iso", prompts[i], true);
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_FALSE(local[i].empty());
+    EXPECT_EQ(isolated[i], local[i]) << prompts[i];
+    EXPECT_EQ(streamed[i], local[i]) << prompts[i];
+  }
+  const std::string stats = HttpClient(port).Get("/v2/models/gen-iso/stats").body;
+  EXPECT_THAT(stats, HasSubstr("\"generated_tokens\":"));
+
+  // Six streams of 900 tokens dropped once they start: the worker stops each at its next token
+  // (counted, not timed: 6 x 900 tokens would take ~20 s here), and its slots serve again.
+  const std::string body = json{{"model", "gen-iso"}, {"prompt", "Once upon a time"},
+                                {"max_tokens", 900}, {"stream", true}}.dump();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(testing::PostAndLeave(port, "/v1/completions", body));
+  EXPECT_EQ(complete("gen-iso", prompts[0], false), local[0]);
+  json mmserve;
+  for (int i = 0; i < 200; ++i) {
+    mmserve = json::parse(HttpClient(port).Get("/v2/models/gen-iso/stats").body)["model_stats"][0]
+                                                                               ["mmserve"];
+    if (mmserve["cancelled"] == 6) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(mmserve["cancelled"], 6) << mmserve.dump();
+  EXPECT_LT(mmserve["counters"]["generated_tokens"].get<int64_t>(), 6 * 900 / 4) << mmserve.dump();
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "testing/test_util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +47,32 @@ std::pair<int, std::string> RunShell(const std::string& command) {
   while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
   const int status = ::pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+int Connect(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool PostAndLeave(int port, const std::string& target, const std::string& body) {
+  const std::string request = "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  const int fd = Connect(port);
+  if (fd < 0) return false;
+  const bool sent = ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+                    static_cast<ssize_t>(request.size());
+  char buf[512];
+  const bool started = sent && ::recv(fd, buf, sizeof buf, 0) > 0;
+  ::close(fd);
+  return started;
 }
 
 }  // namespace mmserve::testing

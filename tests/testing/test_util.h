@@ -28,4 +28,12 @@ std::string ReadFile(const std::filesystem::path& path);
 // Runs `command` with /bin/sh; returns its exit code and what it wrote to stdout.
 std::pair<int, std::string> RunShell(const std::string& command);
 
+// A TCP connection to 127.0.0.1:`port` (a raw socket, for tests that write bytes themselves or
+// drop a connection mid-answer); -1 when it cannot connect.
+int Connect(int port);
+// POSTs `body` to `target` on a connection of its own, waits for the answer's first bytes (a
+// stream has started) and closes the connection: a client that leaves mid-answer. False when
+// the server could not be reached or answered nothing.
+bool PostAndLeave(int port, const std::string& target, const std::string& body);
+
 }  // namespace mmserve::testing

@@ -40,8 +40,7 @@ class LlamaBackend final : public Backend {
 
   std::string name() const override { return "llama"; }
   std::vector<std::string> tasks() const override { return {"generate", "embed", "rerank"}; }
-  // The encoders; generation streams and batches continuously, which a worker does not carry yet.
-  bool RunsIsolated(const ModelConfig& model) const override { return model.task != "generate"; }
+  bool RunsIsolated(const ModelConfig&) const override { return true; }
   bool takes_tensors() const override { return false; }
   Runtime& runtime() override { return runtime_; }
 

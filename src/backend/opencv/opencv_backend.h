@@ -30,6 +30,7 @@ class OpencvBackend final : public Backend {
   std::string name() const override { return "opencv"; }
   std::vector<std::string> tasks() const override { return {"infer"}; }
   Runtime& runtime() override { return runtime_; }
+  bool RunsIsolated(const ModelConfig&) const override { return true; }
 
   void Validate(ModelConfig& model, ConfigErrors& errors) const override;
   Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -20,8 +21,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "backend/process/worker_spec.h"
-#include "backend/process/worker_wire.h"
+#include "backend/process/process_internal.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -39,26 +39,6 @@ constexpr int kQuickRestarts = 3;
 constexpr auto kRestartWindow = 60s;
 constexpr auto kMaxBackoff = 5s;
 constexpr auto kExitGrace = 5s;       // a worker told to stop gets this long before SIGKILL
-
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) reset(std::exchange(o.fd_, -1));
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // The server's log level, as `--log-level` spells it, for its workers.
 std::string LogLevelName() {
@@ -105,142 +85,51 @@ bool WaitReadable(int fd, std::chrono::milliseconds timeout, int also = -1) {
   }
 }
 
-// One started worker process: its pid (reaped by the supervisor only), its pidfd, and the
-// server's ends of its sockets.
-struct Worker {
-  pid_t pid = -1;
-  Fd pidfd;
-  Fd control;
-  std::vector<Fd> channels;  // one per instance
-  WorkerFacts facts;
-  std::atomic<bool> exited{false};
-  std::string exit_reason;  // set once, before `exited`
-  void Kill() const { (void)::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0); }
-};
+}  // namespace
 
-class ProcessSession;
-
-class ProcessInstance final : public Instance {
- public:
-  ProcessInstance(ProcessSession& session, int index) : session_(session), index_(index) {}
-  Status Execute(Execution& execution) override;
-  bool Abort() override;
-
- private:
-  ProcessSession& session_;  // outlives its instances
-  const int index_;
-  std::string buffer_;       // reused for every batch and its results
-  Counters counters_;
-  Mutex mu_;
-  std::shared_ptr<Worker> running_ GUARDED_BY(mu_);  // the worker of the execution in flight
-};
-
-class ProcessSession final : public Session {
- public:
-  explicit ProcessSession(const ModelConfig& model)
-      : model_(model), spec_(EncodeWorkerSpec(model)), stop_(::eventfd(0, EFD_CLOEXEC)) {}
-  ~ProcessSession() override {
-    (void)::eventfd_write(stop_.get(), 1);
-    {
-      MutexLock lock(mu_);
-      if (spawning_) spawning_->Kill();  // a restart's load would hold the join up
-    }
-    if (supervisor_.joinable()) supervisor_.join();
-  }
-
-  // Starts the supervisor and waits for the first worker's load.
-  Status Start() {
-    supervisor_ = std::thread([this] { Supervise(); });
+ProcessSession::~ProcessSession() {
+  (void)::eventfd_write(stop_.get(), 1);
+  {
     MutexLock lock(mu_);
-    cv_.wait(lock, [&]() REQUIRES(mu_) { return current_ || !failed_.ok(); });
-    if (current_) facts_ = current_->facts;
-    return current_ ? Status::Ok() : failed_;
+    if (spawning_) spawning_->Kill();  // a restart's load would hold the join up
   }
+  if (supervisor_.joinable()) supervisor_.join();
+}
 
-  const ModelSignature& signature() const override { return facts_.signature; }
-  // On the host: the worker's private memory (what it alone holds: the model, its contexts,
-  // the process's own heap), measured at most once a second; at least what the session says.
-  int64_t resident_bytes() const override {
-    if (!facts_.host_memory) return facts_.resident_bytes;
-    MutexLock lock(mu_);
-    const auto now = Clock::now();
-    if (current_ && now - measured_at_ >= 1s) {
-      measured_at_ = now;
-      measured_ = PrivateBytes(current_->pid);
-    }
-    return std::max(facts_.resident_bytes, measured_);
-  }
-  Result<std::unique_ptr<Instance>> CreateInstance(int index) override {
-    return std::unique_ptr<Instance>(std::make_unique<ProcessInstance>(*this, index));
-  }
-  void Interrupt() override {
-    MutexLock lock(mu_);
-    if (current_) current_->Kill();
-  }
-  std::vector<int> batch_tiers() const override { return facts_.batch_tiers; }
-  int64_t context_length() const override { return facts_.context_length; }
-  bool executions_share_device() const override { return facts_.executions_share_device; }
-  int default_warmup() const override { return facts_.default_warmup; }
-  // The engine's, as the worker last reported them (they restart from zero with it), and the
-  // worker's pid and restarts.
-  std::map<std::string, int64_t> counters() const override {
-    MutexLock lock(mu_);
-    Counters out = engine_counters_;
-    out["worker_pid"] = current_ ? current_->pid : 0;
-    out["worker_restarts"] = restarts_;
-    return out;
-  }
-  void set_engine_counters(Counters counters) {
-    MutexLock lock(mu_);
-    engine_counters_ = std::move(counters);
-  }
+Status ProcessSession::Start() {
+  supervisor_ = std::thread([this] { Supervise(); });
+  MutexLock lock(mu_);
+  cv_.wait(lock, [&]() REQUIRES(mu_) { return current_ || !failed_.ok(); });
+  if (current_) facts_ = current_->facts;
+  return current_ ? Status::Ok() : failed_;
+}
 
-  // The worker serving now; while it restarts, waits for it until `until`. Unavailable with the
-  // last exit reason when there is none by then, or when the model stopped restarting.
-  Result<std::shared_ptr<Worker>> Current(Clock::time_point until) {
-    MutexLock lock(mu_);
-    cv_.wait_until(lock, until, [&]() REQUIRES(mu_) { return current_ || !failed_.ok(); });
-    if (current_) return current_;
-    return failed_.ok() ? Unavailable(last_exit_ + "; restarting") : failed_;
+int64_t ProcessSession::resident_bytes() const {
+  if (!facts_.host_memory) return facts_.resident_bytes;
+  MutexLock lock(mu_);
+  const auto now = Clock::now();
+  if (current_ && now - measured_at_ >= 1s) {
+    measured_at_ = now;
+    measured_ = PrivateBytes(current_->pid);
   }
+  return std::max(facts_.resident_bytes, measured_);
+}
 
-  // What became of `worker` after its socket failed: it died (the supervisor reaps it, at
-  // once), or it broke the protocol (it is killed). Unavailable, with the reason.
-  Status Lost(Worker& worker) {
-    MutexLock lock(mu_);
-    if (!cv_.wait_for(lock, 2s, [&] { return worker.exited.load(); })) {
-      worker.Kill();
-      cv_.wait(lock, [&] { return worker.exited.load(); });
-    }
-    return Unavailable(ExitMessage(worker.exit_reason));
+Result<std::shared_ptr<Worker>> ProcessSession::Current(Clock::time_point until) {
+  MutexLock lock(mu_);
+  cv_.wait_until(lock, until, [&]() REQUIRES(mu_) { return current_ || !failed_.ok(); });
+  if (current_) return current_;
+  return failed_.ok() ? Unavailable(last_exit_ + "; restarting") : failed_;
+}
+
+Status ProcessSession::Lost(Worker& worker) {
+  MutexLock lock(mu_);
+  if (!cv_.wait_for(lock, 2s, [&] { return worker.exited.load(); })) {
+    worker.Kill();
+    cv_.wait(lock, [&] { return worker.exited.load(); });
   }
-  std::string ExitMessage(const std::string& reason) const {
-    return "model worker for '" + model_.name + "' exited: " + reason;
-  }
-
- private:
-  void Supervise();
-  Result<std::shared_ptr<Worker>> Spawn();
-  Status Handshake(Worker& worker);
-  // Waits for `worker` to exit (or the session to stop: then stops it), reaps it and records why.
-  void Watch(Worker& worker);
-
-  const ModelConfig model_;
-  const std::string spec_;
-  const Fd stop_;  // readable once the session is being destroyed
-  WorkerFacts facts_;  // the first worker's; set before any instance exists
-  std::thread supervisor_;
-  mutable Mutex mu_;
-  std::condition_variable_any cv_;
-  std::shared_ptr<Worker> current_ GUARDED_BY(mu_);
-  std::shared_ptr<Worker> spawning_ GUARDED_BY(mu_);  // started, loading
-  Status failed_ GUARDED_BY(mu_);
-  std::string last_exit_ GUARDED_BY(mu_);
-  int64_t restarts_ GUARDED_BY(mu_) = 0;
-  Counters engine_counters_ GUARDED_BY(mu_);
-  mutable Clock::time_point measured_at_ GUARDED_BY(mu_);
-  mutable int64_t measured_ GUARDED_BY(mu_) = 0;
-};
+  return Unavailable(ExitMessage(worker.exit_reason));
+}
 
 Result<std::shared_ptr<Worker>> ProcessSession::Spawn() {
   auto worker = std::make_shared<Worker>();
@@ -268,13 +157,21 @@ Result<std::shared_ptr<Worker>> ProcessSession::Spawn() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The server's environment, and OpenMP told to sleep, not spin, when idle: a worker shares
+  // the cores with the server and the other workers, which libgomp cannot see from inside one
+  // process (spinning teams made llama-server's router 40-80x slower; docs/BENCHMARKS.md).
+  std::vector<char*> envp;
+  std::string passive = "OMP_WAIT_POLICY=passive";
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  if (!std::getenv("OMP_WAIT_POLICY")) envp.push_back(passive.data());
+  envp.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) return Unavailable(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);  // nothing of the server's leaks into the worker
     for (const Fd& fd : theirs) ::fcntl(fd.get(), F_SETFD, 0);
-    ::execv("/proc/self/exe", argv.data());
+    ::execve("/proc/self/exe", argv.data(), envp.data());
     ::_exit(127);
   }
   worker->pid = pid;
@@ -312,7 +209,8 @@ Result<std::shared_ptr<Worker>> ProcessSession::Spawn() {
 Status ProcessSession::Handshake(Worker& worker) {
   std::string payload;
   Status sent = WriteFrame(worker.control.get(), FrameKind::kInit, spec_);
-  auto kind = sent.ok() ? ReadFrame(worker.control.get(), payload) : Result<FrameKind>(sent);
+  FrameReader reader;
+  auto kind = sent.ok() ? reader.Read(worker.control.get(), payload) : Result<FrameKind>(sent);
   if (!kind.ok()) return Unavailable("");  // it hung up: Spawn() reads its exit
   if (*kind == FrameKind::kFailed) return DecodeStatus(payload);
   if (*kind != FrameKind::kReady) return Internal("model worker answered the load out of turn");
@@ -384,47 +282,6 @@ void ProcessSession::Supervise() {
     if (WaitReadable(stop_.get(), backoff)) return;
   }
 }
-
-Status ProcessInstance::Execute(Execution& execution) {
-  // A worker that is restarting is waited for as long as the batch's first deadline allows.
-  Clock::time_point until = Clock::time_point::max();
-  for (const auto& item : execution.items) until = std::min(until, item.request->deadline);
-  MMS_ASSIGN_OR_RETURN(std::shared_ptr<Worker> worker, session_.Current(until));
-  {
-    MutexLock lock(mu_);
-    running_ = worker;
-  }
-  const int fd = worker->channels[static_cast<size_t>(index_)].get();
-  execution.set_stage(Stage::kExecute);
-  EncodeBatch(execution.tier, execution.items, buffer_);
-  Status sent = WriteFrame(fd, FrameKind::kBatch, buffer_);
-  auto kind = sent.ok() ? ReadFrame(fd, buffer_) : Result<FrameKind>(sent);
-  Status batch;
-  Status decoded = !kind.ok()                         ? kind.status()
-                   : *kind != FrameKind::kResults     ? Internal("results out of turn")
-                                                      : DecodeResults(buffer_, execution.items, &batch, &counters_);
-  {
-    MutexLock lock(mu_);
-    running_.reset();
-  }
-  if (decoded.ok()) {
-    session_.set_engine_counters(counters_);
-    return batch;
-  }
-  if (kind.ok()) {
-    spdlog::error("model worker broke the protocol: {}; killing it", decoded.message());
-    worker->Kill();
-  }
-  return session_.Lost(*worker);
-}
-
-bool ProcessInstance::Abort() {
-  MutexLock lock(mu_);
-  if (running_) running_->Kill();
-  return true;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<Session>> LoadIsolated(const ModelConfig& model) {
   auto session = std::make_unique<ProcessSession>(model);

@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <set>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -14,16 +16,17 @@
 namespace mmserve {
 namespace {
 
-// One channel: batches in, results out, on the instance this thread created. Ends when the
-// server closes the channel.
-void ServeChannel(Session& session, int index, int fd) {
+// One channel of a batch session: batches in, results out, on the instance this thread
+// created. Ends when the server closes the channel.
+void ServeBatches(Session& session, int index, int fd) {
   auto instance = session.CreateInstance(index);
   if (!instance.ok()) {
     spdlog::error("worker instance {}: {}", index, instance.status().ToString());
   }
+  FrameReader reader;
   std::string in, out;
   for (;;) {
-    auto kind = ReadFrame(fd, in);
+    auto kind = reader.Read(fd, in);
     if (!kind.ok()) return;  // the server closed it, or sent nonsense: either way, done
     auto batch = *kind == FrameKind::kBatch ? DecodeBatch(in)
                                             : Result<DecodedBatch>(Internal("not a batch"));
@@ -42,12 +45,72 @@ void ServeChannel(Session& session, int index, int fd) {
   }
 }
 
+// One channel of a continuous session (generation): its slots out first; then sequences and
+// cancellations in, between steps of the instance; their pieces and ends out as they come.
+void ServeSequences(Session& session, int index, int fd) {
+  // Declared before the instance: its requests' callbacks use them until it is gone.
+  std::set<uint64_t> cancelled;
+  FrameReader reader;
+  std::string in, out;
+  auto base = session.CreateInstance(index);
+  if (!base.ok()) {
+    spdlog::error("worker instance {}: {}", index, base.status().ToString());
+    return;
+  }
+  auto* instance = static_cast<ContinuousInstance*>(base->get());
+  const uint64_t slots = static_cast<uint64_t>(std::max(1, instance->free_slots()));
+  if (!WriteFrame(fd, FrameKind::kInstance, EncodeNumber(slots)).ok()) return;
+  for (;;) {
+    // Blocks while there is nothing to step; otherwise takes only what has arrived.
+    while (instance->idle() || reader.Ready(fd, std::chrono::milliseconds(0))) {
+      auto kind = reader.Read(fd, in);
+      if (!kind.ok()) return instance->CancelAll(kind.status());
+      if (*kind == FrameKind::kCancel) {
+        if (auto seq = DecodeNumber(in); seq.ok()) cancelled.insert(*seq);
+        continue;
+      }
+      auto a = *kind == FrameKind::kAdmit ? DecodeAdmit(in)
+                                          : Result<Admission>(Internal("not an admission"));
+      if (!a.ok()) {
+        spdlog::error("worker instance {}: {}", index, a.status().ToString());
+        return instance->CancelAll(a.status());
+      }
+      const uint64_t seq = a->seq;
+      a->request->done = [&, seq](Result<InferResponse> result) {
+        cancelled.erase(seq);
+        EncodeEvent(seq, result, session.counters(), out);
+        (void)WriteFrame(fd, FrameKind::kDone, out);
+      };
+      if (a->streaming) {
+        a->request->on_partial = [&, seq](const InferResponse& piece) {
+          EncodeEvent(seq, piece, {}, out);
+          return WriteFrame(fd, FrameKind::kPartial, out).ok() && !cancelled.contains(seq);
+        };
+      }
+      a->request->cancelled = [&, seq] { return cancelled.contains(seq); };
+      instance->Admit(std::move(a->request));
+    }
+    instance->Step();
+  }
+}
+
+// Serves channel `index` with the session's style, then closes it: the server reads its end.
+void ServeChannel(Session& session, int index, int fd) {
+  if (session.style() == ExecutionStyle::kContinuous) {
+    ServeSequences(session, index, fd);
+  } else {
+    ServeBatches(session, index, fd);
+  }
+  (void)::shutdown(fd, SHUT_RDWR);
+}
+
 // The model's session, loaded as the server's spec says; the error is told to the server.
 Result<std::unique_ptr<Session>> LoadFromSpec(int control, const BackendRegistry& backends,
                                               RuntimeGuard& guard, RuntimeLease& lease,
                                               size_t channels, bool& host_memory) {
   std::string payload;
-  MMS_ASSIGN_OR_RETURN(FrameKind kind, ReadFrame(control, payload));
+  FrameReader reader;
+  MMS_ASSIGN_OR_RETURN(FrameKind kind, reader.Read(control, payload));
   if (kind != FrameKind::kInit) return InvalidArgument("worker: expected the model's spec first");
   MMS_ASSIGN_OR_RETURN(ModelConfig model, DecodeWorkerSpec(payload));
   if (static_cast<size_t>(model.thread_num) != channels) {
@@ -61,11 +124,7 @@ Result<std::unique_ptr<Session>> LoadFromSpec(int control, const BackendRegistry
   MMS_ASSIGN_OR_RETURN(lease, guard.Acquire(backend->runtime(), model.device_id));
   auto memory = backend->runtime().Memory(model.device_id);
   host_memory = memory.ok() && memory->domain == "host";
-  MMS_ASSIGN_OR_RETURN(auto session, backend->Load(model));
-  if (session->style() != ExecutionStyle::kBatch) {
-    return InvalidArgument("worker: only batch-style sessions run in a worker process");
-  }
-  return session;
+  return backend->Load(model);
 }
 
 }  // namespace
@@ -92,7 +151,8 @@ int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGu
     threads.emplace_back(ServeChannel, std::ref(**session), static_cast<int>(i), args.channels[i]);
   }
   std::string ignored;
-  while (ReadFrame(args.control, ignored).ok()) {
+  FrameReader control;
+  while (control.Read(args.control, ignored).ok()) {
   }
   // The server is done with this model: stop every channel, then tear down in reverse.
   for (int fd : args.channels) (void)::shutdown(fd, SHUT_RDWR);

@@ -97,7 +97,8 @@ std::string EncodeWorkerFacts(const Session& session, bool host_memory) {
                    {"default_warmup", session.default_warmup()},
                    {"context_length", session.context_length()},
                    {"executions_share_device", session.executions_share_device()},
-                   {"host_memory", host_memory}});
+                   {"host_memory", host_memory},
+                   {"continuous", session.style() == ExecutionStyle::kContinuous}});
 }
 
 Result<WorkerFacts> DecodeWorkerFacts(std::string_view payload) {
@@ -112,6 +113,7 @@ Result<WorkerFacts> DecodeWorkerFacts(std::string_view payload) {
     f.context_length = j.at("context_length").get<int64_t>();
     f.executions_share_device = j.at("executions_share_device").get<bool>();
     f.host_memory = j.at("host_memory").get<bool>();
+    f.continuous = j.at("continuous").get<bool>();
     return f;
   });
 }

@@ -29,6 +29,7 @@ struct WorkerFacts {
   // The model's memory is the host's RAM (CPU engines): then the worker's own private memory,
   // measured, is what it costs the budget. Otherwise (a card) the session's figure is.
   bool host_memory = false;
+  bool continuous = false;  // ExecutionStyle::kContinuous (generation)
 };
 std::string EncodeWorkerFacts(const Session& session, bool host_memory);
 Result<WorkerFacts> DecodeWorkerFacts(std::string_view payload);

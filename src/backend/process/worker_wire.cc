@@ -1,5 +1,6 @@
 #include "backend/process/worker_wire.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -67,6 +68,7 @@ class Reader {
 // How long ReadFrame polls before it blocks (measured: 0.53x of in-process throughput at 0 µs,
 // 0.70x at 30, 0.65x at 100 — identity, 16 clients, docs/BENCHMARKS.md P10).
 constexpr auto kSpinBeforeBlocking = std::chrono::microseconds(30);
+constexpr size_t kFirstRead = 64 * 1024;  // one receive takes a whole frame, usually
 
 Status Malformed(std::string_view what) {
   return InvalidArgument("malformed worker message: " + std::string(what));
@@ -155,16 +157,56 @@ Status GetStatus(Reader& r) {
   return Status(static_cast<StatusCode>(code), std::move(message));
 }
 
-// Blocking, whole receives; EINTR retried.
-Status ReceiveAll(int fd, char* data, size_t n) {
-  while (n > 0) {
-    const ssize_t got = ::recv(fd, data, n, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got == 0) return Unavailable("worker socket: closed by the peer");
-    if (got < 0) return Unavailable(std::string("worker socket: ") + std::strerror(errno));
-    data += got;
-    n -= static_cast<size_t>(got);
+void PutCounters(std::string& out, const Counters& counters) {
+  Put<uint32_t>(out, static_cast<uint32_t>(counters.size()));
+  for (const auto& [name, value] : counters) {
+    PutString(out, name);
+    Put<int64_t>(out, value);
   }
+}
+void GetCounters(Reader& r, Counters& counters) {
+  const uint32_t n = r.GetCount();
+  counters.clear();
+  for (uint32_t i = 0; i < n && r.ok(); ++i) {
+    std::string name(r.GetString());
+    counters[std::move(name)] = r.Get<int64_t>();
+  }
+}
+
+void PutRequest(std::string& out, const InferRequest& q) {
+  PutString(out, q.id);
+  PutTensors(out, q.inputs);
+  Put<uint32_t>(out, static_cast<uint32_t>(q.requested_outputs.size()));
+  for (const auto& name : q.requested_outputs) PutString(out, name);
+  PutParams(out, q.parameters);
+}
+Result<std::unique_ptr<InferRequest>> GetRequest(Reader& r) {
+  auto q = std::make_unique<InferRequest>();
+  q->id = std::string(r.GetString());
+  MMS_RETURN_IF_ERROR(GetTensors(r, q->inputs));
+  const uint32_t outputs = r.GetCount();
+  for (uint32_t o = 0; o < outputs && r.ok(); ++o) q->requested_outputs.emplace_back(r.GetString());
+  MMS_RETURN_IF_ERROR(GetParams(r, q->parameters));
+  return q;
+}
+
+void PutResult(std::string& out, const Result<InferResponse>& result) {
+  if (!result.ok()) return PutStatus(out, result.status());
+  PutStatus(out, Status::Ok());
+  PutTensors(out, result->outputs);
+  PutParams(out, result->parameters);
+}
+Status GetResult(Reader& r, Result<InferResponse>& result) {
+  Status s = GetStatus(r);
+  if (!r.ok()) return Malformed("result status");
+  if (!s.ok()) {
+    result = std::move(s);
+    return Status::Ok();
+  }
+  InferResponse response;
+  MMS_RETURN_IF_ERROR(GetTensors(r, response.outputs));
+  MMS_RETURN_IF_ERROR(GetParams(r, response.parameters));
+  result = std::move(response);
   return Status::Ok();
 }
 
@@ -200,41 +242,72 @@ Status WriteFrame(int fd, FrameKind kind, std::string_view payload) {
   return Status::Ok();
 }
 
-Result<FrameKind> ReadFrame(int fd, std::string& payload) {
-  // The answer to a frame just written usually comes within microseconds (an identity
-  // execution; the next batch of a busy model): polling that long first saves the sleep and
-  // wake-up of a blocking receive, which cost 35 µs a round trip on a 2-core machine.
-  // One receive takes the header and, usually, the whole payload (the peers speak in turns:
-  // nothing follows a frame before it is answered), which then moves down over the header.
-  constexpr size_t kFirstRead = 64 * 1024;
-  if (payload.size() < kFirstRead) payload.resize(kFirstRead);
-  size_t got = 0;
+Status FrameReader::Fill(int fd, size_t want, bool spin_first) {
   const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeBlocking;
-  while (got < kFrameHeaderBytes) {
-    const bool spin = std::chrono::steady_clock::now() < spin_until;
-    const ssize_t n = ::recv(fd, payload.data() + got, payload.size() - got, spin ? MSG_DONTWAIT : 0);
+  while (end_ - begin_ < want) {
+    const bool spin = spin_first && std::chrono::steady_clock::now() < spin_until;
+    const ssize_t n =
+        ::recv(fd, buffer_.data() + end_, buffer_.size() - end_, spin ? MSG_DONTWAIT : 0);
     if (n < 0 && (errno == EINTR || (spin && errno == EAGAIN))) continue;
     if (n == 0) return Unavailable("worker socket: closed by the peer");
     if (n < 0) return Unavailable(std::string("worker socket: ") + std::strerror(errno));
-    got += static_cast<size_t>(n);
+    end_ += static_cast<size_t>(n);
   }
-  Reader r(std::string_view(payload.data(), kFrameHeaderBytes));
+  return Status::Ok();
+}
+
+// Moves what is buffered to the front and makes room for `total` bytes of it.
+void FrameReader::Compact(size_t total) {
+  if (begin_ > 0) {
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  if (buffer_.size() < std::max(total, kFirstRead)) buffer_.resize(std::max(total, kFirstRead));
+}
+
+std::optional<uint64_t> FrameReader::BufferedLength(Status* malformed) const {
+  if (end_ - begin_ < kFrameHeaderBytes) return std::nullopt;
+  Reader r(std::string_view(buffer_.data() + begin_, kFrameHeaderBytes));
   const uint32_t kind = r.Get<uint32_t>();
   const uint32_t zero = r.Get<uint32_t>();
   const uint64_t length = r.Get<uint64_t>();
   if (kind < static_cast<uint32_t>(FrameKind::kInit) ||
-      kind > static_cast<uint32_t>(FrameKind::kResults) || zero != 0) {
-    return Malformed("frame header");
+      kind > static_cast<uint32_t>(FrameKind::kDone) || zero != 0) {
+    *malformed = Malformed("frame header");
+  } else if (length > kMaxFramePayload) {
+    *malformed = Malformed("frame longer than 8 GiB");
   }
-  if (length > kMaxFramePayload) return Malformed("frame longer than 8 GiB");
+  return length;
+}
+
+Result<FrameKind> FrameReader::Read(int fd, std::string& payload) {
+  if (end_ - begin_ < kFrameHeaderBytes) {
+    Compact(kFrameHeaderBytes);
+    MMS_RETURN_IF_ERROR(Fill(fd, kFrameHeaderBytes, /*spin_first=*/true));
+  }
+  Status malformed;
+  const uint64_t length = *BufferedLength(&malformed);
+  MMS_RETURN_IF_ERROR(malformed);
   const size_t total = kFrameHeaderBytes + static_cast<size_t>(length);
-  if (got > total) return Malformed("bytes after a frame, out of turn");
-  if (payload.size() < total) payload.resize(total);
-  MMS_RETURN_IF_ERROR(ReceiveAll(fd, payload.data() + got, total - got));
-  // The payload moves down over the header; the buffer keeps its size for the next read.
-  std::memmove(payload.data(), payload.data() + kFrameHeaderBytes, static_cast<size_t>(length));
-  payload.resize(static_cast<size_t>(length));
+  if (buffer_.size() - begin_ < total) Compact(total);
+  MMS_RETURN_IF_ERROR(Fill(fd, total, /*spin_first=*/false));
+  uint32_t kind = 0;
+  std::memcpy(&kind, buffer_.data() + begin_, sizeof(kind));
+  payload.assign(buffer_.data() + begin_ + kFrameHeaderBytes, static_cast<size_t>(length));
+  begin_ += total;
+  if (begin_ == end_) begin_ = end_ = 0;
   return static_cast<FrameKind>(kind);
+}
+
+bool FrameReader::Ready(int fd, std::chrono::milliseconds timeout) {
+  Status malformed;
+  if (auto length = BufferedLength(&malformed);
+      length && (!malformed.ok() || end_ - begin_ >= kFrameHeaderBytes + *length)) {
+    return true;
+  }
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(timeout.count())) != 0;  // an error: Read() says which
 }
 
 std::string EncodeStatus(const Status& status) {
@@ -254,14 +327,7 @@ void EncodeBatch(int tier, BatchView items, std::string& out) {
   out.clear();
   Put<int32_t>(out, tier);
   Put<uint32_t>(out, static_cast<uint32_t>(items.size()));
-  for (const BatchItem& item : items) {
-    const InferRequest& q = *item.request;
-    PutString(out, q.id);
-    PutTensors(out, q.inputs);
-    Put<uint32_t>(out, static_cast<uint32_t>(q.requested_outputs.size()));
-    for (const auto& name : q.requested_outputs) PutString(out, name);
-    PutParams(out, q.parameters);
-  }
+  for (const BatchItem& item : items) PutRequest(out, *item.request);
 }
 
 Result<DecodedBatch> DecodeBatch(std::string_view payload) {
@@ -271,14 +337,7 @@ Result<DecodedBatch> DecodeBatch(std::string_view payload) {
   const uint32_t n = r.GetCount();
   if (!r.ok() || n == 0 || batch.tier < 0) return Malformed("batch header");
   for (uint32_t i = 0; i < n; ++i) {
-    auto q = std::make_unique<InferRequest>();
-    q->id = std::string(r.GetString());
-    MMS_RETURN_IF_ERROR(GetTensors(r, q->inputs));
-    const uint32_t outputs = r.GetCount();
-    for (uint32_t o = 0; o < outputs && r.ok(); ++o) {
-      q->requested_outputs.emplace_back(r.GetString());
-    }
-    MMS_RETURN_IF_ERROR(GetParams(r, q->parameters));
+    MMS_ASSIGN_OR_RETURN(auto q, GetRequest(r));
     batch.requests.push_back(std::move(q));
   }
   if (!r.done()) return Malformed("batch");
@@ -290,20 +349,8 @@ void EncodeResults(const Status& batch, BatchView items, const Counters& counter
   out.clear();
   PutStatus(out, batch);
   Put<uint32_t>(out, static_cast<uint32_t>(items.size()));
-  for (const BatchItem& item : items) {
-    if (!item.result.ok()) {
-      PutStatus(out, item.result.status());
-      continue;
-    }
-    PutStatus(out, Status::Ok());
-    PutTensors(out, item.result->outputs);
-    PutParams(out, item.result->parameters);
-  }
-  Put<uint32_t>(out, static_cast<uint32_t>(counters.size()));
-  for (const auto& [name, value] : counters) {
-    PutString(out, name);
-    Put<int64_t>(out, value);
-  }
+  for (const BatchItem& item : items) PutResult(out, item.result);
+  PutCounters(out, counters);
 }
 
 Status DecodeResults(std::string_view payload, BatchView items, Status* batch,
@@ -312,26 +359,64 @@ Status DecodeResults(std::string_view payload, BatchView items, Status* batch,
   *batch = GetStatus(r);
   const uint32_t n = r.GetCount();
   if (!r.ok() || n != items.size()) return Malformed("results header");
-  for (BatchItem& item : items) {
-    Status s = GetStatus(r);
-    if (!r.ok()) return Malformed("result status");
-    if (!s.ok()) {
-      item.result = std::move(s);
-      continue;
-    }
-    InferResponse response;
-    MMS_RETURN_IF_ERROR(GetTensors(r, response.outputs));
-    MMS_RETURN_IF_ERROR(GetParams(r, response.parameters));
-    item.result = std::move(response);
-  }
-  const uint32_t n_counters = r.GetCount();
-  counters->clear();
-  for (uint32_t i = 0; i < n_counters && r.ok(); ++i) {
-    std::string name(r.GetString());
-    (*counters)[std::move(name)] = r.Get<int64_t>();
-  }
+  for (BatchItem& item : items) MMS_RETURN_IF_ERROR(GetResult(r, item.result));
+  GetCounters(r, *counters);
   if (!r.done()) return Malformed("results");
   return Status::Ok();
+}
+
+void EncodeAdmit(uint64_t seq, const InferRequest& request, std::string& out) {
+  out.clear();
+  Put<uint64_t>(out, seq);
+  Put<uint8_t>(out, request.on_partial ? 1 : 0);
+  Put<int64_t>(out, request.deadline.time_since_epoch().count());
+  Put<int64_t>(out, request.arrival.time_since_epoch().count());
+  PutRequest(out, request);
+}
+
+Result<Admission> DecodeAdmit(std::string_view payload) {
+  Reader r(payload);
+  Admission a;
+  a.seq = r.Get<uint64_t>();
+  a.streaming = r.Get<uint8_t>() != 0;
+  const auto deadline = Clock::duration(r.Get<int64_t>());
+  const auto arrival = Clock::duration(r.Get<int64_t>());
+  if (!r.ok()) return Malformed("admission header");
+  MMS_ASSIGN_OR_RETURN(a.request, GetRequest(r));
+  a.request->deadline = Clock::time_point(deadline);
+  a.request->arrival = Clock::time_point(arrival);
+  if (!r.done()) return Malformed("admission");
+  return a;
+}
+
+void EncodeEvent(uint64_t seq, const Result<InferResponse>& result, const Counters& counters,
+                 std::string& out) {
+  out.clear();
+  Put<uint64_t>(out, seq);
+  PutResult(out, result);
+  PutCounters(out, counters);
+}
+
+Status DecodeEvent(std::string_view payload, uint64_t* seq, Result<InferResponse>* result,
+                   Counters* counters) {
+  Reader r(payload);
+  *seq = r.Get<uint64_t>();
+  MMS_RETURN_IF_ERROR(GetResult(r, *result));
+  GetCounters(r, *counters);
+  return r.done() ? Status::Ok() : Malformed("event");
+}
+
+std::string EncodeNumber(uint64_t n) {
+  std::string out;
+  Put<uint64_t>(out, n);
+  return out;
+}
+
+Result<uint64_t> DecodeNumber(std::string_view payload) {
+  Reader r(payload);
+  const uint64_t n = r.Get<uint64_t>();
+  if (!r.done()) return Malformed("number");
+  return n;
 }
 
 }  // namespace mmserve

@@ -15,7 +15,9 @@
 // malformed payload is an error, never a crash or an allocation beyond the payload's size.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,6 +35,13 @@ enum class FrameKind : uint32_t {
   kFailed = 3,
   kBatch = 4,
   kResults = 5,
+  // Continuous sessions (generation): the server admits sequences and cancels them; the worker
+  // streams their pieces and their ends, each tagged with the sequence's number.
+  kInstance = 6,  // worker → server, first on a channel: the instance's slots
+  kAdmit = 7,     // server → worker: a sequence number, whether it streams, the request
+  kCancel = 8,    // server → worker: a sequence number
+  kPartial = 9,   // worker → server: a sequence number and a partial response
+  kDone = 10,     // worker → server: a sequence number and its outcome
 };
 
 inline constexpr size_t kFrameHeaderBytes = 16;
@@ -44,9 +53,25 @@ inline constexpr uint32_t kMaxWireCount = 1 << 20;
 // Writes one frame, whole (retrying short writes and EINTR; never raises SIGPIPE). Unavailable
 // when the peer has gone.
 Status WriteFrame(int fd, FrameKind kind, std::string_view payload);
-// Reads one frame into `payload` (its capacity reused). Unavailable on end of stream or a reset
-// (the peer has gone), InvalidArgument on a malformed header.
-Result<FrameKind> ReadFrame(int fd, std::string& payload);
+// Reads the frames of one socket. What arrives beyond a frame (a worker streaming tokens sends
+// several at once) stays buffered for the next Read. One reader per socket and thread.
+class FrameReader {
+ public:
+  // The next frame, its payload in `payload`; polls briefly before it blocks (the answer to a
+  // frame just written usually comes within microseconds). Unavailable on end of stream or a
+  // reset (the peer has gone), InvalidArgument on a malformed header.
+  Result<FrameKind> Read(int fd, std::string& payload);
+  // Whether Read() would return at once: a frame is buffered, or `fd` turns readable (or
+  // fails) within `timeout`.
+  bool Ready(int fd, std::chrono::milliseconds timeout);
+
+ private:
+  Status Fill(int fd, size_t want, bool spin_first);
+  void Compact(size_t total);
+  std::optional<uint64_t> BufferedLength(Status* malformed) const;
+  std::string buffer_;
+  size_t begin_ = 0, end_ = 0;  // the bytes received and not yet read
+};
 
 // A status as a payload (kFailed), and back.
 std::string EncodeStatus(const Status& status);
@@ -70,5 +95,24 @@ void EncodeResults(const Status& batch, BatchView items, const Counters& counter
 // when the payload is malformed or holds another number of results than `items`.
 Status DecodeResults(std::string_view payload, BatchView items, Status* batch,
                      Counters* counters);
+
+// kAdmit: sequence `seq` of a continuous session; `streaming` when its client takes partial
+// responses. Its deadline and arrival travel as steady-clock times (one clock per host).
+void EncodeAdmit(uint64_t seq, const InferRequest& request, std::string& out);
+struct Admission {
+  uint64_t seq = 0;
+  bool streaming = false;
+  std::unique_ptr<InferRequest> request;
+};
+Result<Admission> DecodeAdmit(std::string_view payload);
+// kPartial (always a response) and kDone (a response or a status, and the session's counters
+// after it) of sequence `seq`.
+void EncodeEvent(uint64_t seq, const Result<InferResponse>& result, const Counters& counters,
+                 std::string& out);
+Status DecodeEvent(std::string_view payload, uint64_t* seq, Result<InferResponse>* result,
+                   Counters* counters);
+// kCancel and kInstance: one number.
+std::string EncodeNumber(uint64_t n);
+Result<uint64_t> DecodeNumber(std::string_view payload);
 
 }  // namespace mmserve

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "backend/process/worker_spec.h"
 
 namespace mmserve {
@@ -93,22 +95,67 @@ TEST(WorkerWireTest, EveryTruncationAndEveryFlippedByteIsAnErrorOrAValidBatch) {
   EXPECT_FALSE(DecodeBatch(huge).ok());
 }
 
-TEST(WorkerWireTest, FramesCrossASocketAndAHangUpIsUnavailable) {
+TEST(WorkerWireTest, FramesCrossASocketOneByOneOrSeveralAtOnceAndAHangUpIsUnavailable) {
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-  ASSERT_TRUE(WriteFrame(fds[0], FrameKind::kReady, "facts").ok());
+  FrameReader reader;
   std::string payload;
-  auto kind = ReadFrame(fds[1], payload);
+  ASSERT_TRUE(WriteFrame(fds[0], FrameKind::kReady, "facts").ok());
+  auto kind = reader.Read(fds[1], payload);
   ASSERT_TRUE(kind.ok());
   EXPECT_EQ(*kind, FrameKind::kReady);
   EXPECT_EQ(payload, "facts");
+  // A streaming worker's pieces arrive together: each is read on its own, none lost.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(WriteFrame(fds[0], FrameKind::kPartial, std::string(i + 1, 'x')).ok());
+  }
+  std::thread big([&] {  // larger than the first receive and the socket's buffer: in pieces
+    EXPECT_TRUE(WriteFrame(fds[0], FrameKind::kDone, std::string(300'000, 'y')).ok());
+  });
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(reader.Ready(fds[1], std::chrono::milliseconds(0)));
+    ASSERT_EQ(*reader.Read(fds[1], payload), FrameKind::kPartial);
+    EXPECT_EQ(payload, std::string(i + 1, 'x'));
+  }
+  ASSERT_EQ(*reader.Read(fds[1], payload), FrameKind::kDone);
+  big.join();
+  EXPECT_EQ(payload.size(), 300'000u);
+  EXPECT_FALSE(reader.Ready(fds[1], std::chrono::milliseconds(0)));
   // A header of another kind, or a nonzero reserved word, is malformed.
-  const char bad[16] = {9};
+  const char bad[16] = {99};
   ASSERT_EQ(::write(fds[0], bad, sizeof bad), 16);
-  EXPECT_EQ(ReadFrame(fds[1], payload).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(reader.Read(fds[1], payload).status().code(), StatusCode::kInvalidArgument);
+  FrameReader fresh;
   ::close(fds[0]);
-  EXPECT_EQ(ReadFrame(fds[1], payload).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(fresh.Read(fds[1], payload).status().code(), StatusCode::kUnavailable);
   ::close(fds[1]);
+}
+
+TEST(WorkerWireTest, AnAdmissionKeepsItsDeadlineAndWhetherItStreams) {
+  InferRequest q = SampleRequest();
+  q.deadline = Clock::now() + std::chrono::seconds(3);
+  q.on_partial = [](const InferResponse&) { return true; };
+  std::string payload;
+  EncodeAdmit(42, q, payload);
+  auto a = DecodeAdmit(payload);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->seq, 42u);
+  EXPECT_TRUE(a->streaming);
+  EXPECT_EQ(a->request->deadline, q.deadline);
+  EXPECT_EQ(a->request->inputs[0].data(), q.inputs[0].data());
+  for (size_t n = 0; n < payload.size(); ++n) {
+    EXPECT_FALSE(DecodeAdmit(std::string_view(payload).substr(0, n)).ok()) << "cut at " << n;
+  }
+  EncodeEvent(7, Status(StatusCode::kCancelled, "client left"), {{"tokens", 9}}, payload);
+  uint64_t seq = 0;
+  Result<InferResponse> result = InferResponse{};
+  Counters counters;
+  ASSERT_TRUE(DecodeEvent(payload, &seq, &result, &counters).ok());
+  EXPECT_EQ(counters["tokens"], 9);
+  EXPECT_EQ(seq, 7u);
+  EXPECT_EQ(result.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(*DecodeNumber(EncodeNumber(5)), 5u);
+  EXPECT_FALSE(DecodeNumber("abc").ok());
 }
 
 TEST(WorkerWireTest, TheSpecKeepsWhatShapesTheLoadAndGarbageIsAnError) {

@@ -1,0 +1,214 @@
+// The server side of an isolated model's instances: each hands its work to the worker over its
+// own channel. Batch style: Execute() is one kBatch out, one kResults back. Continuous style
+// (generation): Admit() sends a sequence, Step() delivers the pieces and ends the worker
+// streams back, and forwards cancellations.
+#include <map>
+
+#include <spdlog/spdlog.h>
+
+#include "backend/process/process_internal.h"
+
+namespace mmserve {
+
+Status Channel::Bind(Clock::time_point until) {
+  MMS_ASSIGN_OR_RETURN(std::shared_ptr<Worker> worker, session_.Current(until));
+  if (worker != worker_) {
+    worker_ = std::move(worker);
+    reader_ = FrameReader();
+  }
+  return Status::Ok();
+}
+
+Status Channel::Lost(const Status& why) {
+  if (why.code() != StatusCode::kUnavailable) {  // not a closed socket: the worker misbehaved
+    spdlog::error("model worker broke the protocol: {}; killing it", why.message());
+    worker_->Kill();
+  }
+  Status lost = session_.Lost(*worker_);
+  worker_.reset();
+  return lost;
+}
+
+namespace {
+
+class BatchInstance final : public Instance {
+ public:
+  BatchInstance(ProcessSession& session, int index) : channel_(session, index) {}
+
+  Status Execute(Execution& execution) override {
+    // A worker that is restarting is waited for as long as the batch's first deadline allows.
+    Clock::time_point until = Clock::time_point::max();
+    for (const auto& item : execution.items) until = std::min(until, item.request->deadline);
+    MMS_RETURN_IF_ERROR(channel_.Bind(until));
+    SetRunning(channel_.shared());
+    execution.set_stage(Stage::kExecute);
+    EncodeBatch(execution.tier, execution.items, buffer_);
+    Status sent = WriteFrame(channel_.fd(), FrameKind::kBatch, buffer_);
+    auto kind = sent.ok() ? channel_.reader().Read(channel_.fd(), buffer_) : Result<FrameKind>(sent);
+    Status batch;
+    Status decoded = !kind.ok()                     ? kind.status()
+                     : *kind != FrameKind::kResults ? Internal("results out of turn")
+                     : DecodeResults(buffer_, execution.items, &batch, &counters_);
+    SetRunning(nullptr);
+    if (!decoded.ok()) return channel_.Lost(decoded);
+    channel_.session().set_engine_counters(counters_);
+    return batch;
+  }
+  bool Abort() override {
+    MutexLock lock(mu_);
+    if (running_) running_->Kill();
+    return true;
+  }
+
+ private:
+  void SetRunning(std::shared_ptr<Worker> worker) {
+    MutexLock lock(mu_);
+    running_ = std::move(worker);
+  }
+  Channel channel_;
+  std::string buffer_;  // reused for every batch and its results
+  Counters counters_;
+  Mutex mu_;
+  std::shared_ptr<Worker> running_ GUARDED_BY(mu_);  // the worker of the execution in flight
+};
+
+class ContinuousProxy final : public ContinuousInstance {
+ public:
+  ContinuousProxy(ProcessSession& session, int index) : channel_(session, index) {}
+
+  int free_slots() const override {
+    return std::max(0, slots_ - static_cast<int>(active_.size()));
+  }
+  bool idle() const override { return active_.empty(); }
+
+  void Admit(std::unique_ptr<InferRequest> request) override {
+    if (Status s = Connect(request->deadline); !s.ok()) return request->done(s);
+    const uint64_t seq = ++next_seq_;
+    EncodeAdmit(seq, *request, buffer_);
+    if (Status s = WriteFrame(channel_.fd(), FrameKind::kAdmit, buffer_); !s.ok()) {
+      const Status lost = channel_.Lost(s);
+      FailAll(lost);
+      return request->done(lost);
+    }
+    active_.emplace(seq, Sequence{std::move(request)});
+  }
+
+  void Step() override {
+    if (!channel_.worker()) return;
+    for (auto& [seq, s] : active_) {
+      if (!s.cancel_sent && s.request->cancelled && s.request->cancelled()) Cancel(seq, s);
+    }
+    // Waits a little for the worker's next piece; the scheduler's loop admits between steps.
+    if (!channel_.reader().Ready(channel_.fd(), kStepWait)) return;
+    do {
+      auto kind = channel_.reader().Read(channel_.fd(), buffer_);
+      uint64_t seq = 0;
+      Result<InferResponse> result = NoResponseYet();
+      Status s = !kind.ok() ? kind.status()
+                 : *kind != FrameKind::kPartial && *kind != FrameKind::kDone
+                     ? Internal("an event out of turn")
+                     : DecodeEvent(buffer_, &seq, &result, &counters_);
+      if (!s.ok()) return FailAll(channel_.Lost(s));
+      if (*kind == FrameKind::kDone) channel_.session().set_engine_counters(counters_);
+      Deliver(seq, *kind == FrameKind::kDone, std::move(result));
+    } while (channel_.worker() && channel_.reader().Ready(channel_.fd(), std::chrono::milliseconds(0)));
+  }
+
+  void CancelAll(const Status& status) override {
+    for (auto& [seq, s] : active_) {
+      if (channel_.worker() && !s.cancel_sent) Cancel(seq, s);
+    }
+    FailAll(status);
+  }
+  bool Abort() override {
+    MutexLock lock(mu_);
+    if (bound_) bound_->Kill();
+    return true;
+  }
+
+ private:
+  static constexpr auto kStepWait = std::chrono::milliseconds(5);
+  struct Sequence {
+    std::unique_ptr<InferRequest> request;
+    bool cancel_sent = false;
+  };
+
+  // Binds to the worker serving now (waiting for a restart until `until`) and reads its
+  // instance's slots, unless bound already.
+  Status Connect(Clock::time_point until) {
+    if (channel_.worker()) return Status::Ok();
+    MMS_RETURN_IF_ERROR(channel_.Bind(until));
+    SetBound();
+    auto kind = channel_.reader().Read(channel_.fd(), buffer_);
+    Status s = !kind.ok() ? kind.status()
+               : *kind != FrameKind::kInstance ? Internal("expected the instance's slots")
+                                               : Status::Ok();
+    auto slots = s.ok() ? DecodeNumber(buffer_) : Result<uint64_t>(s);
+    if (!slots.ok() || *slots == 0 || *slots > 1'000'000) {
+      Status lost = channel_.Lost(slots.ok() ? Internal("an instance without slots") : slots.status());
+      SetBound();
+      return lost;
+    }
+    slots_ = static_cast<int>(*slots);
+    return Status::Ok();
+  }
+
+  void Cancel(uint64_t seq, Sequence& s) {
+    s.cancel_sent = true;
+    if (Status w = WriteFrame(channel_.fd(), FrameKind::kCancel, EncodeNumber(seq)); !w.ok()) {
+      FailAll(channel_.Lost(w));
+    }
+  }
+
+  void Deliver(uint64_t seq, bool done, Result<InferResponse> result) {
+    auto it = active_.find(seq);
+    if (it == active_.end()) return;  // answered already (cancelled here)
+    if (done) {
+      auto request = std::move(it->second.request);
+      active_.erase(it);
+      return request->done(std::move(result));
+    }
+    Sequence& s = it->second;
+    if (result.ok() && s.request->on_partial && !s.request->on_partial(*result) &&
+        !s.cancel_sent) {
+      Cancel(seq, s);
+    }
+  }
+
+  // Ends every sequence with `status` (the worker is gone, or the model is unloading).
+  void FailAll(const Status& status) {
+    auto active = std::move(active_);
+    active_.clear();
+    for (auto& [seq, s] : active) s.request->done(status);
+    if (!channel_.worker()) {
+      SetBound();
+      slots_ = 1;
+    }
+  }
+  // Abort() kills the worker this instance is bound to, from the watchdog's thread.
+  void SetBound() {
+    MutexLock lock(mu_);
+    bound_ = channel_.shared();
+  }
+
+  Channel channel_;
+  std::string buffer_;
+  Counters counters_;
+  std::map<uint64_t, Sequence> active_;
+  uint64_t next_seq_ = 0;
+  int slots_ = 1;  // until a worker says how many: one, so that a request comes to connect
+  Mutex mu_;
+  std::shared_ptr<Worker> bound_ GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+std::unique_ptr<Instance> NewBatchInstance(ProcessSession& session, int index) {
+  return std::make_unique<BatchInstance>(session, index);
+}
+
+std::unique_ptr<Instance> NewContinuousInstance(ProcessSession& session, int index) {
+  return std::make_unique<ContinuousProxy>(session, index);
+}
+
+}  // namespace mmserve

@@ -1,0 +1,164 @@
+// The insides of `isolation: process` (process_session.h), shared by its two files: the
+// session and its supervisor (process_session.cc) and the instances that talk to the worker
+// (process_instances.cc). Nothing outside backend/process/ includes it.
+#pragma once
+
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <csignal>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/process/worker_spec.h"
+#include "backend/process/worker_wire.h"
+#include "common/clock.h"
+#include "common/mutex.h"
+#include "config/model_config.h"
+
+namespace mmserve {
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) reset(std::exchange(o.fd_, -1));
+    return *this;
+  }
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// One started worker process: its pid (reaped by the supervisor only), its pidfd, and the
+// server's ends of its sockets.
+struct Worker {
+  pid_t pid = -1;
+  Fd pidfd;
+  Fd control;
+  std::vector<Fd> channels;  // one per instance
+  WorkerFacts facts;
+  std::atomic<bool> exited{false};
+  std::string exit_reason;  // set once, before `exited`
+  void Kill() const { (void)::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0); }
+};
+
+class ProcessSession;
+// The instances of a batch session (Execute) and of a continuous one (generation).
+std::unique_ptr<Instance> NewBatchInstance(ProcessSession& session, int index);
+std::unique_ptr<Instance> NewContinuousInstance(ProcessSession& session, int index);
+
+// An instance's link to the worker: its channel of the current worker, with a reader that
+// starts afresh with each new worker (what a dead one sent is dropped).
+class Channel {
+ public:
+  Channel(ProcessSession& session, int index) : session_(session), index_(index) {}
+  // The current worker, waiting for a restart until `until`; rebinds to it when it changed.
+  Status Bind(Clock::time_point until);
+  Worker* worker() const { return worker_.get(); }
+  const std::shared_ptr<Worker>& shared() const { return worker_; }
+  ProcessSession& session() { return session_; }
+  int fd() const { return worker_->channels[static_cast<size_t>(index_)].get(); }
+  FrameReader& reader() { return reader_; }
+  // The worker failed on this channel: why (it died; or it broke the protocol, and is killed).
+  Status Lost(const Status& why);
+  void Unbind() { worker_.reset(); }
+
+ private:
+  ProcessSession& session_;
+  const int index_;
+  std::shared_ptr<Worker> worker_;
+  FrameReader reader_;
+};
+
+class ProcessSession final : public Session {
+ public:
+  explicit ProcessSession(const ModelConfig& model)
+      : model_(model), spec_(EncodeWorkerSpec(model)), stop_(::eventfd(0, EFD_CLOEXEC)) {}
+  ~ProcessSession() override;
+  // Starts the supervisor and waits for the first worker's load.
+  Status Start();
+
+  const ModelSignature& signature() const override { return facts_.signature; }
+  // On the host: the worker's private memory (what it alone holds: the model, its contexts,
+  // the process's own heap), measured at most once a second; at least what the session says.
+  int64_t resident_bytes() const override;
+  ExecutionStyle style() const override {
+    return facts_.continuous ? ExecutionStyle::kContinuous : ExecutionStyle::kBatch;
+  }
+  Result<std::unique_ptr<Instance>> CreateInstance(int index) override {
+    return facts_.continuous ? NewContinuousInstance(*this, index) : NewBatchInstance(*this, index);
+  }
+  void Interrupt() override {
+    MutexLock lock(mu_);
+    if (current_) current_->Kill();
+  }
+  std::vector<int> batch_tiers() const override { return facts_.batch_tiers; }
+  int64_t context_length() const override { return facts_.context_length; }
+  bool executions_share_device() const override { return facts_.executions_share_device; }
+  int default_warmup() const override { return facts_.default_warmup; }
+  // The engine's, as the worker last reported them (they restart from zero with it), and the
+  // worker's pid and restarts.
+  std::map<std::string, int64_t> counters() const override {
+    MutexLock lock(mu_);
+    Counters out = engine_counters_;
+    out["worker_pid"] = current_ ? current_->pid : 0;
+    out["worker_restarts"] = restarts_;
+    return out;
+  }
+  void set_engine_counters(Counters counters) {
+    MutexLock lock(mu_);
+    engine_counters_ = std::move(counters);
+  }
+
+  // The worker serving now; while it restarts, waits for it until `until`. Unavailable with the
+  // last exit reason when there is none by then, or when the model stopped restarting.
+  Result<std::shared_ptr<Worker>> Current(Clock::time_point until);
+
+  // What became of `worker` after its socket failed: it died (the supervisor reaps it, at
+  // once), or it broke the protocol (it is killed). Unavailable, with the reason.
+  Status Lost(Worker& worker);
+  std::string ExitMessage(const std::string& reason) const {
+    return "model worker for '" + model_.name + "' exited: " + reason;
+  }
+
+ private:
+  void Supervise();
+  Result<std::shared_ptr<Worker>> Spawn();
+  Status Handshake(Worker& worker);
+  // Waits for `worker` to exit (or the session to stop: then stops it), reaps it and records why.
+  void Watch(Worker& worker);
+
+  const ModelConfig model_;
+  const std::string spec_;
+  const Fd stop_;  // readable once the session is being destroyed
+  WorkerFacts facts_;  // the first worker's; set before any instance exists
+  std::thread supervisor_;
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  std::shared_ptr<Worker> current_ GUARDED_BY(mu_);
+  std::shared_ptr<Worker> spawning_ GUARDED_BY(mu_);  // started, loading
+  Status failed_ GUARDED_BY(mu_);
+  std::string last_exit_ GUARDED_BY(mu_);
+  int64_t restarts_ GUARDED_BY(mu_) = 0;
+  Counters engine_counters_ GUARDED_BY(mu_);
+  mutable Clock::time_point measured_at_ GUARDED_BY(mu_);
+  mutable int64_t measured_ GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace mmserve

@@ -144,11 +144,12 @@ mix "$P2" ls "$TMP/chat-ls.json" /completion "\"tokens_predicted\":$N"
 LS_RSS="$(rss_kib "$LS_PID" $(pgrep -P "$LS_PID" || true))"
 stop "$LS_PID"
 
-python3 - "$SIZE" "$MM_RSS" "$LS_RSS" "$TMP" <<'PY'
+python3 - "$SIZE" "$MM_RSS" "$LS_RSS" "$TMP" "${BENCH_ISOLATION:-none}" <<'PY'
 import json, sys
-size, mm_rss, ls_rss, tmp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+size, mm_rss, ls_rss, tmp, isolation = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+mm_side = "mmserve (1 + 3 processes, isolated)" if isolation == "process" else "mmserve (1 process)"
 load = lambda side, kind: json.loads(open(f"{tmp}/{side}.{kind}").read())
-print(f"| RAG mix, {size} models | mmserve (1 process) | llama-server router (1 + 3 processes) | ratio |")
+print(f"| RAG mix, {size} models | {mm_side} | llama-server router (1 + 3 processes) | ratio |")
 print("|---|---|---|---|")
 for kind, label in (("embed", "embeddings"), ("rerank", "rerank (4 documents)"), ("chat", "generate (16 tokens)")):
     m, l = load("mm", kind), load("ls", kind)

@@ -169,7 +169,11 @@ ModelInfo ModelVersion::Snapshot() const {
     info.histograms = loaded->session->histograms();
     info.context_length = loaded->session->context_length();
     info.stats = loaded->scheduler->stats();
-    if (info.state == ModelState::kReady && info.stats->breaker != CircuitBreaker::State::kClosed) {
+    if (Status health = loaded->session->health(); info.state == ModelState::kReady && !health.ok()) {
+      info.state = ModelState::kUnavailable;
+      info.reason = std::string(health.message());
+    } else if (info.state == ModelState::kReady &&
+               info.stats->breaker != CircuitBreaker::State::kClosed) {
       info.state = ModelState::kUnavailable;
       info.reason = "circuit breaker " + std::string(BreakerStateName(info.stats->breaker)) +
                     ": " + info.stats->breaker_reason;

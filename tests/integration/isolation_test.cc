@@ -178,6 +178,23 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
   EXPECT_THAT(client.Get("/metrics").body,
               HasSubstr("mmserve_worker_restarts_total{model=\"iso\",version=\"1\"} 10"));
 
+  // The eleventh exit within a minute: no more restarts. The model says so in the index and in
+  // every answer, and the others serve on.
+  r = client.Post("/v2/models/iso/infer", TextBody("boom"));
+  EXPECT_EQ(r.status, 503);
+  bool failed = false;
+  for (int i = 0; i < 500 && !failed; ++i) {
+    r = client.Post("/v2/models/iso/infer", TextBody("x"));
+    failed = r.body.find("no more restarts") != std::string::npos;
+    if (!failed) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(failed) << r.status << " " << r.body;
+  EXPECT_EQ(r.status, 503);
+  const std::string index = client.Post("/v2/repository/index", "{}").body;
+  EXPECT_THAT(index, HasSubstr("\"state\":\"UNAVAILABLE\""));
+  EXPECT_THAT(index, HasSubstr("11 exits within a minute: no more restarts"));
+  EXPECT_EQ(client.Post("/v2/models/local/infer", TextBody("x")).status, 200);
+
   // The server killed outright: its workers die with it (their parent-death signal).
   ASSERT_EQ(server.process().Stop(SIGKILL), 128 + SIGKILL);
   for (int i = 0; i < 500 && !Workers(pid).empty(); ++i) std::this_thread::sleep_for(10ms);

@@ -112,6 +112,10 @@ class ProcessSession final : public Session {
   int64_t context_length() const override { return facts_.context_length; }
   bool executions_share_device() const override { return facts_.executions_share_device; }
   int default_warmup() const override { return facts_.default_warmup; }
+  Status health() const override {
+    MutexLock lock(mu_);
+    return failed_;
+  }
   // The engine's, as the worker last reported them (they restart from zero with it), and the
   // worker's pid and restarts.
   std::map<std::string, int64_t> counters() const override {

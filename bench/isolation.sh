@@ -2,8 +2,9 @@
 # P10 — what `isolation: process` costs (issue #21): the same model served in the server's
 # process and in a worker process, side by side in one server, in alternating rounds. Identity
 # with a 1 KB JSON request (the serving path's cost is all there is: the worst case) at C
-# clients and at 1 (added p50), and the bert embedder at C clients (compute-bound). Then the
-# RSS of one idle isolated model's worker.
+# clients and at 1 (added p50), and the bert embedder at C clients (compute-bound). Then an
+# isolated worker killed under load (the other model's p99 before and during, the time to
+# serve again), and the RSS of one idle isolated model's worker.
 #   bench/isolation.sh [tiny|base]   (BENCH_SECONDS=5 BENCH_CONCURRENCY=16 BENCH_ROUNDS=3)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -58,6 +59,37 @@ for round in $(seq 1 "$ROUNDS"); do
     run "embed-$iso" embed.json EMBEDDING "$C" >"$TMP/r$round-embed-$iso-$C.json"
   done
 done
+# A worker killed under load: the in-process model's p99 while the isolated one's worker is
+# killed (SIGKILL, half-way through the window) against its p99 in the window before, both
+# models loaded by C/2 clients; and how long after the kill the isolated model answers again.
+H=$(( (C + 1) / 2 ))
+run_local() { "$LOAD" --port "$PORT" --path /v2/models/echo-none/infer --body-file "$TMP/echo.json" \
+  --expect '"Y"' --concurrency "$H" --seconds "$SECS" --warmup 1; }
+run_iso_load() {  # its errors (the requests in flight at the kill) are expected: exit 1 is fine
+  "$LOAD" --port "$PORT" --path /v2/models/echo-process/infer --body-file "$TMP/echo.json" \
+    --expect '"Y"' --concurrency "$H" --seconds "$SECS" --warmup 1 >"$TMP/$1" || true
+}
+run_iso_load iso-before.json &
+IB=$!
+run_local >"$TMP/kill-before.json"
+wait "$IB"
+run_iso_load iso-during.json &
+IB=$!
+run_local >"$TMP/kill-during.json" &
+LB=$!
+sleep "$(python3 -c "print(1 + $SECS / 2)")"
+VICTIM="$(pgrep -f -- "worker --parent $PID .*--model echo-process " || true)"
+KILLED_AT=$(date +%s%N)
+kill -9 $VICTIM
+for _ in $(seq 1 3000); do  # at most about 30 s
+  curl -sf -o /dev/null -H 'Content-Type: application/json' --data-binary @"$TMP/echo.json" \
+    "127.0.0.1:$PORT/v2/models/echo-process/infer" && break
+  sleep 0.005
+done
+BACK_MS=$(( ($(date +%s%N) - KILLED_AT) / 1000000 ))
+wait "$LB"
+wait "$IB"
+
 IDLE_PID="$(pgrep -f -- "worker --parent $PID .*--model idle " || true)"
 IDLE_KIB="$(rss_kib $IDLE_PID)"
 # Its proportional share (shared library pages split among the processes mapping them) and
@@ -67,9 +99,9 @@ IDLE_PRIVATE="$(awk '/^Private_(Clean|Dirty):/ {s += $2} END {print s + 0}' "/pr
 SERVER_KIB="$(rss_kib "$PID")"
 stop "$PID"
 
-python3 - "$TMP" "$ROUNDS" "$C" "$SIZE" "$IDLE_KIB" "$SERVER_KIB" "$IDLE_PSS" "$IDLE_PRIVATE" <<'PY'
+python3 - "$TMP" "$ROUNDS" "$C" "$SIZE" "$IDLE_KIB" "$SERVER_KIB" "$IDLE_PSS" "$IDLE_PRIVATE" "$BACK_MS" <<'PY'
 import json, statistics, sys
-tmp, rounds, c, size, idle_kib, server_kib, pss, private = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], *map(int, sys.argv[5:9])
+tmp, rounds, c, size, idle_kib, server_kib, pss, private, back_ms = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], *map(int, sys.argv[5:10])
 errors = []
 def runs(model, iso, conc):
     out = [json.load(open(f"{tmp}/r{r}-{model}-{iso}-{conc}.json")) for r in range(1, rounds + 1)]
@@ -89,6 +121,16 @@ for model, conc, label in (("echo", c, f"identity 1 KB, {c} clients"), ("echo", 
 print()
 print(f"One idle isolated identity model: its worker's RSS {idle_kib / 1024:.1f} MiB, PSS "
       f"{pss / 1024:.1f} MiB, private {private / 1024:.1f} MiB (the server's RSS: {server_kib / 1024:.1f} MiB).")
+before, during = (json.load(open(f"{tmp}/kill-{w}.json")) for w in ("before", "during"))
+iso_during = json.load(open(f"{tmp}/iso-during.json"))
+for w, r in (("before", before), ("during", during)):
+    if r["errors"]:
+        errors.append(f"in-process model, window {w}: {r['errors']} errors: {r.get('first_error')}")
+print(f"\nThe isolated model's worker killed mid-window, both models under load: the in-process "
+      f"model's p99 {during['p99_us'] / 1000:.2f} ms against {before['p99_us'] / 1000:.2f} ms the "
+      f"window before ({during['p99_us'] / before['p99_us']:.2f}x; goal <= 1.5x), "
+      f"{during['errors']} errors; the isolated model answered again {back_ms} ms after the kill "
+      f"(goal <= 2000), {iso_during['errors']} of its requests failed with the worker.")
 if errors:
     print("\n".join(errors), file=sys.stderr)
     sys.exit(1)

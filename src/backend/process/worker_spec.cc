@@ -1,6 +1,8 @@
 #include "backend/process/worker_spec.h"
 
+#include <cstdint>
 #include <exception>
+#include <stdexcept>
 
 #include "common/json.h"
 
@@ -13,13 +15,38 @@ json SpecJson(const TensorSpec& t) {
   return {{"name", t.name}, {"datatype", DataTypeName(t.type)}, {"shape", t.shape},
           {"optional", t.optional}};
 }
+// An integer field within [lo, hi]: nlohmann would convert a float (1e300) to an integer type
+// with undefined behaviour, so only integers are taken.
+int64_t Int(const json& v, int64_t lo, int64_t hi, const char* what) {
+  if (!v.is_number_integer()) throw std::invalid_argument(std::string(what) + ": not an integer");
+  const int64_t i = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}
+                        ? INT64_MAX
+                        : v.get<int64_t>();
+  if (i < lo || i > hi) throw std::invalid_argument(std::string(what) + ": out of range");
+  return i;
+}
+int Int32(const json& j, const char* key, int lo, int hi) {
+  return static_cast<int>(Int(j.at(key), lo, hi, key));
+}
+std::vector<int64_t> Ints(const json& list, int64_t lo, int64_t hi, const char* what) {
+  if (!list.is_array()) throw std::invalid_argument(std::string(what) + ": not a list");
+  std::vector<int64_t> out;
+  for (const json& v : list) out.push_back(Int(v, lo, hi, what));
+  return out;
+}
+std::vector<int> Int32s(const json& list, const char* what) {
+  std::vector<int> out;
+  for (int64_t v : Ints(list, 0, 1 << 20, what)) out.push_back(static_cast<int>(v));
+  return out;
+}
+
 TensorSpec ReadSpec(const json& j) {
   TensorSpec t;
   t.name = j.at("name").get<std::string>();
   auto type = ParseDataType(j.at("datatype").get<std::string>());
   if (!type) throw std::invalid_argument("datatype");
   t.type = *type;
-  t.shape = j.at("shape").get<Shape>();
+  t.shape = Ints(j.at("shape"), -1, INT64_MAX, "shape");
   t.optional = j.at("optional").get<bool>();
   return t;
 }
@@ -68,15 +95,14 @@ Result<ModelConfig> DecodeWorkerSpec(std::string_view payload) {
     m.backend = j.at("backend").get<std::string>();
     m.task = j.at("task").get<std::string>();
     m.task_set = true;
-    m.version = j.at("version").get<int64_t>();
-    m.device_id = j.at("device_id").get<int>();
-    m.batch_size = j.at("batch_size").get<int>();
-    m.max_batch = j.at("max_batch").get<int>();
-    m.batch_tiers = j.at("batch_tiers").get<std::vector<int>>();
-    m.thread_num = j.at("thread_num").get<int>();
-    if (m.thread_num < 1 || m.thread_num > 256) throw std::invalid_argument("thread_num");
+    m.version = Int(j.at("version"), 0, INT64_MAX, "version");
+    m.device_id = Int32(j, "device_id", 0, 1023);
+    m.batch_size = Int32(j, "batch_size", 1, 1 << 20);
+    m.max_batch = Int32(j, "max_batch", 1, 1 << 20);
+    m.batch_tiers = Int32s(j.at("batch_tiers"), "batch_tiers");
+    m.thread_num = Int32(j, "thread_num", 1, 256);
     if (j.contains("dynamic_batch")) m.dynamic_batch = j.at("dynamic_batch").get<bool>();
-    if (j.contains("warmup")) m.warmup = j.at("warmup").get<int>();
+    if (j.contains("warmup")) m.warmup = Int32(j, "warmup", 0, 100);
     const json& params = j.at("params");
     if (!params.is_object()) throw std::invalid_argument("params");
     m.params = Params(params, "params", std::make_shared<Params::Locations>());
@@ -107,10 +133,10 @@ Result<WorkerFacts> DecodeWorkerFacts(std::string_view payload) {
     f.signature.platform = j.at("platform").get<std::string>();
     for (const auto& t : j.at("inputs")) f.signature.inputs.push_back(ReadSpec(t));
     for (const auto& t : j.at("outputs")) f.signature.outputs.push_back(ReadSpec(t));
-    f.resident_bytes = j.at("resident_bytes").get<int64_t>();
-    f.batch_tiers = j.at("batch_tiers").get<std::vector<int>>();
-    f.default_warmup = j.at("default_warmup").get<int>();
-    f.context_length = j.at("context_length").get<int64_t>();
+    f.resident_bytes = Int(j.at("resident_bytes"), 0, INT64_MAX, "resident_bytes");
+    f.batch_tiers = Int32s(j.at("batch_tiers"), "batch_tiers");
+    f.default_warmup = Int32(j, "default_warmup", 0, 100);
+    f.context_length = Int(j.at("context_length"), 0, INT64_MAX, "context_length");
     f.executions_share_device = j.at("executions_share_device").get<bool>();
     f.host_memory = j.at("host_memory").get<bool>();
     f.continuous = j.at("continuous").get<bool>();

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -14,6 +15,8 @@
 
 namespace mmserve {
 namespace {
+
+using ::testing::HasSubstr;
 
 InferRequest SampleRequest() {
   InferRequest q;
@@ -177,6 +180,10 @@ TEST(WorkerWireTest, TheSpecKeepsWhatShapesTheLoadAndGarbageIsAnError) {
   EXPECT_EQ(back->thread_num, 2);
   EXPECT_EQ(back->isolation, Isolation::kNone) << "the worker runs it in its own process";
   EXPECT_EQ(back->params.value(), m.params.value());
+  std::string spec = EncodeWorkerSpec(m);
+  spec.replace(spec.find("\"max_batch\":8"), 13, "\"max_batch\":1e300");
+  EXPECT_THAT(std::string(DecodeWorkerSpec(spec).status().message()), HasSubstr("max_batch"))
+      << "a float where an integer belongs is refused, not converted";
   for (const char* garbage : {"", "[]", "{}", R"({"name": 3})", "{\"name\":\"x\""}) {
     EXPECT_EQ(DecodeWorkerSpec(garbage).status().code(), StatusCode::kInvalidArgument) << garbage;
     EXPECT_EQ(DecodeWorkerFacts(garbage).status().code(), StatusCode::kInvalidArgument) << garbage;

@@ -144,7 +144,8 @@ class ProcessSession final : public Session {
  private:
   void Supervise();
   Result<std::shared_ptr<Worker>> Spawn();
-  Status Handshake(Worker& worker);
+  // `*hung_up`: the worker closed the control socket without a word (it died loading).
+  Status Handshake(Worker& worker, bool* hung_up);
   // Waits for `worker` to exit (or the session to stop: then stops it), reaps it and records why.
   void Watch(Worker& worker);
 

@@ -186,7 +186,8 @@ Result<std::shared_ptr<Worker>> ProcessSession::Spawn() {
     MutexLock lock(mu_);
     spawning_ = worker;
   }
-  Status s = Handshake(*worker);
+  bool hung_up = false;
+  Status s = Handshake(*worker, &hung_up);
   {
     MutexLock lock(mu_);
     spawning_.reset();
@@ -194,24 +195,26 @@ Result<std::shared_ptr<Worker>> ProcessSession::Spawn() {
   if (!s.ok()) {
     // A worker that hung up without a word died loading: its exit says how. Otherwise it
     // answered (kFailed, or nonsense) and is stopped.
-    const bool died = s.code() == StatusCode::kUnavailable && s.message().empty();
-    if (!died) worker->Kill();
+    if (!hung_up) worker->Kill();
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (died) s = Unavailable(ExitMessage(DescribeExit(status)) + " while loading");
+    if (hung_up) s = Unavailable(ExitMessage(DescribeExit(status)) + " while loading");
     return s;
   }
   return worker;
 }
 
 // Sends the model's spec and waits for the worker to load it: kReady, or kFailed with why.
-Status ProcessSession::Handshake(Worker& worker) {
+Status ProcessSession::Handshake(Worker& worker, bool* hung_up) {
   std::string payload;
   Status sent = WriteFrame(worker.control.get(), FrameKind::kInit, spec_);
   FrameReader reader;
   auto kind = sent.ok() ? reader.Read(worker.control.get(), payload) : Result<FrameKind>(sent);
-  if (!kind.ok()) return Unavailable("");  // it hung up: Spawn() reads its exit
+  if (!kind.ok()) {
+    *hung_up = true;  // Spawn() reads why from its exit
+    return kind.status();
+  }
   if (*kind == FrameKind::kFailed) return DecodeStatus(payload);
   if (*kind != FrameKind::kReady) return Internal("model worker answered the load out of turn");
   MMS_ASSIGN_OR_RETURN(worker.facts, DecodeWorkerFacts(payload));

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <set>
+#include <map>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -49,7 +49,13 @@ void ServeBatches(Session& session, int index, int fd) {
 // cancellations in, between steps of the instance; their pieces and ends out as they come.
 void ServeSequences(Session& session, int index, int fd) {
   // Declared before the instance: its requests' callbacks use them until it is gone.
-  std::set<uint64_t> cancelled;
+  // The sequences admitted and not yet done, and whether the server cancelled each: a cancel
+  // that crosses the sequence's end finds nothing and leaves nothing behind.
+  std::map<uint64_t, bool> cancelled;
+  auto is_cancelled = [&](uint64_t seq) {
+    auto it = cancelled.find(seq);
+    return it != cancelled.end() && it->second;
+  };
   FrameReader reader;
   std::string in, out;
   auto base = session.CreateInstance(index);
@@ -66,7 +72,9 @@ void ServeSequences(Session& session, int index, int fd) {
       auto kind = reader.Read(fd, in);
       if (!kind.ok()) return instance->CancelAll(kind.status());
       if (*kind == FrameKind::kCancel) {
-        if (auto seq = DecodeNumber(in); seq.ok()) cancelled.insert(*seq);
+        if (auto seq = DecodeNumber(in); seq.ok()) {
+          if (auto it = cancelled.find(*seq); it != cancelled.end()) it->second = true;
+        }
         continue;
       }
       auto a = *kind == FrameKind::kAdmit ? DecodeAdmit(in)
@@ -76,6 +84,7 @@ void ServeSequences(Session& session, int index, int fd) {
         return instance->CancelAll(a.status());
       }
       const uint64_t seq = a->seq;
+      cancelled[seq] = false;
       a->request->done = [&, seq](Result<InferResponse> result) {
         cancelled.erase(seq);
         EncodeEvent(seq, result, session.counters(), out);
@@ -84,10 +93,10 @@ void ServeSequences(Session& session, int index, int fd) {
       if (a->streaming) {
         a->request->on_partial = [&, seq](const InferResponse& piece) {
           EncodeEvent(seq, piece, {}, out);
-          return WriteFrame(fd, FrameKind::kPartial, out).ok() && !cancelled.contains(seq);
+          return WriteFrame(fd, FrameKind::kPartial, out).ok() && !is_cancelled(seq);
         };
       }
-      a->request->cancelled = [&, seq] { return cancelled.contains(seq); };
+      a->request->cancelled = [&, seq] { return is_cancelled(seq); };
       instance->Admit(std::move(a->request));
     }
     instance->Step();

@@ -65,7 +65,7 @@ class Reader {
   bool ok_ = true;
 };
 
-// How long ReadFrame polls before it blocks (measured: 0.53x of in-process throughput at 0 µs,
+// How long FrameReader::Read polls before it blocks (measured: 0.53x of in-process throughput at 0 µs,
 // 0.70x at 30, 0.65x at 100 — identity, 16 clients, docs/BENCHMARKS.md P10).
 constexpr auto kSpinBeforeBlocking = std::chrono::microseconds(30);
 constexpr size_t kFirstRead = 64 * 1024;  // one receive takes a whole frame, usually

@@ -2,11 +2,12 @@
 # A/B of two mmserve binaries (a refactor must not cost speed): both serve the same models at
 # once on 127.0.0.1 and bench/loadgen alternates between them, round after round (the order
 # flips every round), so that the machine's drift falls on both alike. Scenarios: H1's identity
-# request (1 KB INT32, 16 clients) by a worker and inline; P1 tiny (bert-tiny, one text per
+# request (1 KB INT32) by a worker at 16 clients and at 1, and inline at 16; P1 tiny (bert-tiny, one text per
 # request, 64 clients) over KServe and over OpenAI /v1/embeddings. Reported: answers/s per round
 # and their ratio (B / A), medians, and each server's CPU time per answer (utime + stime from
-# /proc over the run, warm-up included, divided by the answers over the same span).
-#   bench/ab_builds.sh A_BINARY B_BINARY   (BENCH_SECONDS=5 BENCH_ROUNDS=4)
+# /proc over the run, warm-up included, divided by the answers over the same span), and p50.
+#   bench/ab_builds.sh A_BINARY B_BINARY   (BENCH_SECONDS=5 BENCH_ROUNDS=4; BENCH_ONLY=REGEX
+#                                           runs the scenarios whose name matches)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 A_BIN="$1"
@@ -63,6 +64,7 @@ for side in A B; do wait_ok "127.0.0.1:${PORT[$side]}/v2/health/ready"; done
 # name | path | body | expected substring | clients
 SCENARIOS=(
   "kserve-echo-worker|/v2/models/echo/infer|echo.json|\"Y\"|16"
+  "kserve-echo-worker-1-client|/v2/models/echo/infer|echo.json|\"Y\"|1"
   "kserve-echo-inline|/v2/models/echo_inline/infer|echo.json|\"Y\"|16"
   "kserve-embeddings|/v2/models/embedder/infer|kserve.json|EMBEDDING|64"
   "openai-embeddings|/v1/embeddings|openai.json|embedding|64"
@@ -73,6 +75,7 @@ for round in $(seq 1 "$ROUNDS"); do
   ((round % 2 == 0)) && order=(B A)
   for s in "${SCENARIOS[@]}"; do
     IFS='|' read -r name path body expect clients <<<"$s"
+    [[ $name =~ ${BENCH_ONLY:-.} ]] || continue
     for side in "${order[@]}"; do
       before=$(cpu_ticks "${PID[$side]}")
       "$LOAD" --port "${PORT[$side]}" --path "$path" --body-file "$TMP/$body" --expect "$expect" \
@@ -84,12 +87,14 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 for side in A B; do stop "${PID[$side]}"; done
 
-python3 - "$TMP" "$ROUNDS" "$SECS" "$WARMUP" "$(getconf CLK_TCK)" "${SCENARIOS[@]}" <<'PY'
+RUN=()
+for s in "${SCENARIOS[@]}"; do [[ ${s%%|*} =~ ${BENCH_ONLY:-.} ]] && RUN+=("$s"); done
+python3 - "$TMP" "$ROUNDS" "$SECS" "$WARMUP" "$(getconf CLK_TCK)" "${RUN[@]}" <<'PY'
 import json, statistics, sys
 tmp, rounds, secs, warmup, hz = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 names = [s.split("|")[0] for s in sys.argv[6:]]
-print(f"| scenario | A answers/s (median) | B answers/s (median) | B / A per round | median | A CPU µs/answer | B CPU µs/answer |")
-print("|---|---|---|---|---|---|---|")
+print(f"| scenario | A answers/s (median) | B answers/s (median) | B / A per round | median | A CPU µs/answer | B CPU µs/answer | A p50 µs | B p50 µs |")
+print("|---|---|---|---|---|---|---|---|---|")
 errors = []
 for name in names:
     runs = {side: [json.load(open(f"{tmp}/{name}-{side}-{r}.json")) for r in range(1, rounds + 1)]
@@ -100,11 +105,13 @@ for name in names:
         errors += [f"{name} {side}: {r['errors']} errors: {r.get('first_error')}" for r in runs[side] if r["errors"]]
     ratios = [b["rps"] / a["rps"] for a, b in zip(runs["A"], runs["B"])]
     med = lambda side: statistics.median(r["rps"] for r in runs[side])
+    p50 = lambda side: statistics.median(r["p50_us"] for r in runs[side])
     # CPU over the whole loadgen run (warm-up included) per answer over the same span.
     per = lambda side: statistics.median(
         c / hz * 1e6 / (r["rps"] * (secs + warmup)) for c, r in zip(cpu[side], runs[side]))
     print(f"| {name} | {med('A'):.0f} | {med('B'):.0f} | {' / '.join(f'{x:.2f}' for x in ratios)} | "
-          f"{statistics.median(ratios):.2f} | {per('A'):.0f} | {per('B'):.0f} |")
+          f"{statistics.median(ratios):.2f} | {per('A'):.0f} | {per('B'):.0f} | "
+          f"{p50('A'):.0f} | {p50('B'):.0f} |")
 if errors:
     print("\n".join(errors))
     sys.exit(1)

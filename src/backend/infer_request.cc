@@ -8,11 +8,21 @@
 namespace mmserve {
 namespace {
 
+thread_local bool t_may_answer_here = false;
+
 Status OutOfRange(const std::string& key, const std::string& range) {
   return InvalidArgument("parameter " + key + ": expected " + range);
 }
 
 }  // namespace
+
+bool MayAnswerHere() { return t_may_answer_here; }
+
+ScopedAnswerHere::ScopedAnswerHere(bool allowed) : saved_(t_may_answer_here) {
+  t_may_answer_here = allowed;
+}
+
+ScopedAnswerHere::~ScopedAnswerHere() { t_may_answer_here = saved_; }
 
 Result<int64_t> IntParam(const RequestParams& params, const std::string& key, int64_t fallback,
                          int64_t lo, int64_t hi) {

@@ -92,6 +92,23 @@ struct InferRequest {
   std::function<bool()> cancelled;
 };
 
+// Whether the thread now calling a request's `done` may spend its own time on the answer
+// (encode it, write it to the client) instead of handing it to the frontend's threads: one
+// thread wake-up fewer on the answer's way. True only inside a ScopedAnswerHere — a model's
+// worker answering the one request it executed, with nothing queued behind it (it would go
+// idle otherwise, so the answer delays no other request).
+bool MayAnswerHere();
+class ScopedAnswerHere {
+ public:
+  explicit ScopedAnswerHere(bool allowed);
+  ~ScopedAnswerHere();
+  ScopedAnswerHere(const ScopedAnswerHere&) = delete;
+  ScopedAnswerHere& operator=(const ScopedAnswerHere&) = delete;
+
+ private:
+  bool saved_;
+};
+
 // The longest a request may ask to wait (a day): bounds arrival + timeout well inside the clock.
 inline constexpr int64_t kMaxRequestTimeoutUs = int64_t{24} * 3600 * 1'000'000;
 

@@ -105,6 +105,8 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     std::vector<InferCallback> dones(batch.size());
     lock.lock();
     const bool reported = running.reported;
+    // Alone and with nothing queued, this worker would go idle: it may write the answer itself.
+    const ScopedAnswerHere answer_here(batch.size() == 1 && queued_ == 0 && !reported);
     for (size_t i = 0; i < batch.size(); ++i) dones[i] = std::move(batch[i]->done);
     running = Running{};
     executing_ -= static_cast<int64_t>(batch.size());

@@ -104,6 +104,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   world->router->Handle(
       std::move(request), [](HttpResponse) {},
       HttpConnection{.dispatch = [](std::function<void()> task) { task(); },
+                     .answer = [](std::function<void()> task) { task(); },
                      .open_stream = [] { return std::make_shared<NullStream>(); },
                      .client_gone = [] { return false; }});
   return 0;

@@ -34,8 +34,13 @@ using testing::ServerProcess;
 // A raw TCP connection to the server, for bytes no well-behaved client sends.
 class RawConnection {
  public:
-  // Reads give up after `timeout_s` without a byte.
-  explicit RawConnection(int port, int timeout_s = 20) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  // Reads give up after `timeout_s` without a byte. `receive_buffer` > 0: the socket's receive
+  // buffer (SO_RCVBUF), set before connecting, so that the server's writes fill up at once.
+  explicit RawConnection(int port, int timeout_s = 20, int receive_buffer = 0)
+      : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    if (receive_buffer > 0) {
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -64,6 +69,21 @@ class RawConnection {
     std::string out;
     char buf[65536];
     while (Count(out, marker) < count) {
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+  // Reads one answer with a Content-Length (or until the server closes).
+  std::string ReadAnswer() {
+    std::string out = ReadUntil("\r\n\r\n");
+    const size_t head = out.find("\r\n\r\n");
+    const size_t field = out.find("\r\nContent-Length: ");
+    if (head == std::string::npos || field == std::string::npos || field > head) return out;
+    const size_t length = std::stoul(out.substr(field + 18));
+    char buf[65536];
+    while (out.size() < head + 4 + length) {
       const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
       if (n <= 0) break;
       out.append(buf, static_cast<size_t>(n));
@@ -341,6 +361,46 @@ TEST_F(HardeningTest, D4ALoneRequestFollowedByAHalfCloseIsAnswered) {
   const std::string all = c.ReadAll();
   EXPECT_THAT(all, HasSubstr("HTTP/1.1 200 OK")) << all;
   EXPECT_THAT(all, HasSubstr("\"TEXT\""));
+  // A batch model's worker writes a lone answer itself, racing the end of stream's probe.
+  for (int i = 0; i < 20; ++i) {
+    RawConnection lone(port());
+    ASSERT_TRUE(lone.Send(PostRequest("/v2/models/slowecho/infer",
+                                      R"({"inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[3]}]})")));
+    lone.HalfClose();
+    const std::string answer = lone.ReadAll();
+    EXPECT_EQ(RawConnection::Count(answer, "HTTP/1.1 200 OK"), 1) << answer;
+    EXPECT_THAT(answer, HasSubstr(R"("data":[3.0])")) << answer;
+  }
+}
+
+// The worker writes a lone request's answer itself, without blocking: what the socket does not
+// take at once, the connection's I/O thread writes; the connection then serves the next request.
+TEST_F(HardeningTest, D10AnAnswerLargerThanTheSocketTakesAtOnceArrivesWhole) {
+  RawConnection c(port(), 20, 4096);
+  ASSERT_TRUE(c.connected());
+  // 16 MB each way as binary tensor data: more than the server's socket takes without blocking
+  // while this client does not read (about 3 MB here).
+  const size_t n = size_t{4} << 20;
+  std::string data(n * 4, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 % 251);
+  const std::string header =
+      json{{"inputs", {{{"name", "X"}, {"datatype", "FP32"}, {"shape", {n}},
+                        {"parameters", {{"binary_data_size", data.size()}}}}}},
+           {"outputs", {{{"name", "Y"}, {"parameters", {{"binary_data", true}}}}}}}
+          .dump();
+  const std::string request =
+      "POST /v2/models/slowecho/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: " +
+      std::to_string(header.size()) +
+      "\r\nContent-Length: " + std::to_string(header.size() + data.size()) + "\r\n\r\n" +
+      header + data;
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(c.Send(request));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server's write fills up
+    const std::string answer = c.ReadAnswer();
+    ASSERT_THAT(answer, HasSubstr("HTTP/1.1 200 OK")) << answer.substr(0, 300);
+    ASSERT_GE(answer.size(), data.size()) << "round " << round;
+    EXPECT_TRUE(answer.ends_with(data)) << "round " << round << ": " << answer.size() << " bytes";
+  }
 }
 
 TEST_F(HardeningTest, D6AnEnormousTimeoutParameterIsNotAnImmediateDeadline) {

@@ -109,6 +109,7 @@ struct Outcome {
   std::promise<Status> promise;
   std::future<Status> future = promise.get_future();
   Clock::time_point at;
+  bool here = false;  // MayAnswerHere() when it was answered
 };
 
 std::unique_ptr<InferRequest> Request(Outcome& outcome, std::string id = "",
@@ -120,6 +121,7 @@ std::unique_ptr<InferRequest> Request(Outcome& outcome, std::string id = "",
   r->priority = priority;
   r->done = [&outcome](Result<InferResponse> result) {
     outcome.at = Clock::now();
+    outcome.here = MayAnswerHere();
     outcome.promise.set_value(result.status());
   };
   return r;
@@ -152,6 +154,36 @@ TEST(ModelSchedulerTest, BatchesWhatIsQueuedUpToMaxBatch) {
   for (auto& o : outcomes) EXPECT_TRUE(o.future.get().ok());
   std::lock_guard lock(session.mu);
   EXPECT_THAT(session.batch_sizes, ElementsAre(1, 4, 3));
+}
+
+// A worker may spend its own time on an answer (encode and write it: no thread woken before the
+// client has it) only when it executed the request alone and nothing is queued behind it.
+TEST(ModelSchedulerTest, AWorkerMayAnswerItselfOnlyALoneRequestWithNothingQueued) {
+  FakeSession session;
+  Outcome first, second, third, expired;
+  std::vector<Outcome> batched(2);
+  {
+    auto scheduler = ModelScheduler::Create(Opts(2), session);
+    ASSERT_TRUE(scheduler.ok());
+    OccupyWorker(**scheduler, session, first);
+    ASSERT_TRUE((*scheduler)->Enqueue(Request(expired, "", Clock::now() + 20ms)).ok());
+    EXPECT_EQ(expired.future.get().code(), StatusCode::kDeadlineExceeded);  // the watchdog's
+    ASSERT_TRUE((*scheduler)->Enqueue(Request(second)).ok());
+    session.Release();
+    EXPECT_TRUE(first.future.get().ok());   // alone, but `second` was queued
+    EXPECT_TRUE(second.future.get().ok());  // alone, nothing queued
+    OccupyWorker(**scheduler, session, third);
+    for (auto& o : batched) ASSERT_TRUE((*scheduler)->Enqueue(Request(o)).ok());
+    session.Release();
+    for (auto& o : batched) EXPECT_TRUE(o.future.get().ok());
+    EXPECT_TRUE(third.future.get().ok());
+  }
+  EXPECT_FALSE(expired.here);
+  EXPECT_FALSE(first.here);
+  EXPECT_TRUE(second.here);
+  EXPECT_FALSE(batched[0].here);  // a batch of two
+  EXPECT_FALSE(batched[1].here);
+  EXPECT_FALSE(MayAnswerHere());  // and never on other threads
 }
 
 TEST(ModelSchedulerTest, WaitsUpToMaxQueueDelayForAPartialBatchToFill) {

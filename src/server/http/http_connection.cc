@@ -1,12 +1,14 @@
 #include "server/http/http_connection.h"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <array>
 #include <cerrno>
 #include <deque>
 #include <string_view>
 
+#include "backend/infer_request.h"
 #include "common/logging.h"
 
 namespace mmserve {
@@ -49,8 +51,14 @@ HttpResponse Overloaded(const std::string& why) {
   return ErrorResponse(Unavailable(why), 11, false);
 }
 
+class Connection;
+// The connection whose answer this thread is writing (Connection::AnswerHere), if any.
+thread_local Connection* t_answering = nullptr;
+
 // One client connection: read a request, hand it to the router, write its response, repeat.
-// All of its handlers run on its strand.
+// All of its handlers run on its strand, with one exception: a model's worker that would go
+// idle otherwise writes the answer of the request it just executed itself (AnswerHere), which
+// saves waking an I/O thread before the client has its answer.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // `refuse`: the server has too many connections; this one answers its first request 503.
@@ -189,32 +197,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     auto self = shared_from_this();
     const uint64_t request = ++requests_;
+    // Published with the release: a thread that claims the answer sees this request's state.
+    answer_state_.store(kPending, std::memory_order_release);
     request_version_ = parser_->get().version();
     auto [request_id, route] = AccessFields(parser_->get());
     try {
       shared_.router.Handle(
           parser_->release(),
           [self](HttpResponse res) {
+            if (t_answering == self.get()) return self->WriteHere(std::move(res));
             net::dispatch(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
               if (!self->poisoned_) self->Write(std::move(res));
             });
           },
-          HttpConnection{
-              .dispatch =
-                  [self](std::function<void()> task) {
-                    net::dispatch(self->stream_.get_executor(), std::move(task));
-                  },
-              .open_stream = [self]() -> std::shared_ptr<HttpStream> {
-                return std::make_shared<Stream>(self);
-              },
-              .client_gone = [self] { return self->broken_.load(); },
-              .request_id = std::move(request_id),
-              .route = std::move(route)});
+          ForRouter(std::move(request_id), std::move(route)));
     } catch (const std::exception& e) {
       // The last line of defence (the causes are fixed where they arise): answer 500 and close,
       // and drop any answer the request still produces, so that none arrives out of turn.
       spdlog::error("http: unexpected exception handling a request: {}", e.what());
-      if (responded_ != request) {
+      int pending = kPending;  // unless a worker writes the answer already
+      if (responded_ != request &&
+          answer_state_.compare_exchange_strong(pending, kOpen, std::memory_order_acquire)) {
         HttpResponse res = ErrorResponse(
             Internal(std::string("unexpected error: ") + e.what()), request_version_, false);
         Write(std::move(res));
@@ -224,6 +227,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     // An answer already on its way (an inline execution) has no client to watch for.
     if (responded_ != request) WatchForHangUp(request);
+  }
+
+  // What the router may know of this connection while the answer is pending.
+  HttpConnection ForRouter(std::string request_id, std::string route) {
+    auto self = shared_from_this();
+    return HttpConnection{
+        .dispatch =
+            [self](std::function<void()> task) {
+              net::dispatch(self->stream_.get_executor(), std::move(task));
+            },
+        .answer = [self](std::function<void()> task) { self->AnswerHere(std::move(task)); },
+        .open_stream = [self]() -> std::shared_ptr<HttpStream> {
+          // A streamed answer is written on the strand only, piece by piece.
+          self->answer_state_.store(kOpen, std::memory_order_relaxed);
+          return std::make_shared<Stream>(self);
+        },
+        .client_gone = [self] { return self->broken_.load(); },
+        .request_id = std::move(request_id),
+        .route = std::move(route)};
   }
 
   // For the access log: the client's X-Request-Id (cut to 128 bytes) and "METHOD /path"
@@ -279,23 +301,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     stream_.socket().async_wait(
         tcp::socket::wait_read, [self = shared_from_this(), request](beast::error_code ec) {
           if (ec || request != self->requests_ || self->responded_ == request) return;
-          char byte;
-          const int fd = self->stream_.socket().native_handle();
-          const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-          if (n > 0) return;  // a pipelined request: the client is there
-          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-          if (n < 0) {
-            self->broken_ = true;  // reset
+          // The probe may write; a worker writing the answer already makes it needless.
+          int pending = kPending;
+          if (!self->answer_state_.compare_exchange_strong(pending, kClaimed,
+                                                           std::memory_order_acquire)) {
             return;
           }
-          if (self->buffer_.size() > 0) return;  // pipelined requests read ahead: still there
-          if (self->request_version_ < 11) return;  // no interim answers in HTTP/1.0
-          // Written directly: nothing else is being written (the answer has not started), and
-          // the socket's send buffer is empty, so the 25 bytes go at once and in order.
-          if (::send(fd, kContinue.data(), kContinue.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-            self->broken_ = true;
-            return;
-          }
+          const bool probed = self->ProbeHangUp();
+          self->answer_state_.store(kPending, std::memory_order_release);
+          if (!probed) return;
           self->stream_.socket().async_wait(
               tcp::socket::wait_error, [self, request](beast::error_code ec) {
                 if (ec || request != self->requests_ || self->responded_ == request) return;
@@ -306,6 +320,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
                 if (error != 0) self->broken_ = true;
               });
         });
+  }
+
+  // The readable socket of a connection whose answer is pending: a pipelined request, a reset
+  // (broken_) or an end of stream, which is probed with the interim answer. True when probed.
+  bool ProbeHangUp() {
+    char byte;
+    const int fd = stream_.socket().native_handle();
+    const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return false;  // a pipelined request: the client is there
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    if (n < 0) {
+      broken_ = true;  // reset
+      return false;
+    }
+    if (buffer_.size() > 0) return false;    // pipelined requests read ahead: still there
+    if (request_version_ < 11) return false;  // no interim answers in HTTP/1.0
+    // Written directly: nothing else is being written (the answer has not started), and the
+    // socket's send buffer is empty, so the 25 bytes go at once and in order.
+    if (::send(fd, kContinue.data(), kContinue.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+      broken_ = true;
+      return false;
+    }
+    return true;
   }
 
   // The chunked-response side of a connection (server-sent events). Every method runs on the
@@ -399,50 +436,88 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void Write(HttpResponse res, std::optional<http::status> status = std::nullopt) {
-    --shared_.handling;
+    int pending = kPending;  // answered on the strand: no other thread may claim it now
+    answer_state_.compare_exchange_strong(pending, kOpen, std::memory_order_relaxed);
     responded_ = requests_;
     if (status) res.result(*status);
-    if (shared_.draining || refuse_) res.keep_alive(false);
-    AddCorsHeaders(res.base());
-    // One answer is written at a time per connection: it and its header text live here until
-    // the write completes.
-    answer_ = std::move(res);
-    WriteHeader(answer_, answer_header_);
-    const std::array<net::const_buffer, 2> buffers{net::buffer(answer_header_),
-                                                   net::buffer(answer_.body())};
-    net::async_write(stream_, buffers, [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->shared_.in_progress.End();
-      if (ec) return self->Close();
-      if (!self->answer_.keep_alive()) return self->Drain();
-      self->Read();
-    });
+    PrepareAnswer(std::move(res));
+    net::async_write(stream_, AnswerBuffers(),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->Written(ec);
+                     });
   }
 
-  // The status line and the fields of `res` as HTTP/1.x text, ending with the empty line. Every
-  // answer written here carries its Content-Length (streams are written by Stream), so its
-  // header is only that: Beast's serializer, made for chunked and streamed bodies too, cost as
-  // much CPU as the rest of the write.
-  static void WriteHeader(const HttpResponse& res, std::string& out) {
-    out.clear();
-    out += "HTTP/";
-    out += static_cast<char>('0' + res.version() / 10);
-    out += '.';
-    out += static_cast<char>('0' + res.version() % 10);
-    out += ' ';
-    out += std::to_string(res.result_int());
-    out += ' ';
-    const auto reason = res.reason();
-    out.append(reason.data(), reason.size());
-    out += "\r\n";
-    for (const auto& field : res.base()) {
-      const auto name = field.name_string();
-      const auto value = field.value();
-      out.append(name.data(), name.size());
-      out += ": ";
-      out.append(value.data(), value.size());
-      out += "\r\n";
+  // Keeps `res` and its header text here until the write completes: one answer is written at
+  // a time per connection. Strand, or the thread that claimed the answer.
+  void PrepareAnswer(HttpResponse res) {
+    --shared_.handling;
+    if (shared_.draining || refuse_) res.keep_alive(false);
+    AddCorsHeaders(res.base());
+    answer_ = std::move(res);
+    WriteResponseHeader(answer_, answer_header_);
+  }
+
+  std::array<net::const_buffer, 2> AnswerBuffers() const {
+    return {net::buffer(answer_header_), net::buffer(answer_.body())};
+  }
+
+  void Written(beast::error_code ec) {
+    shared_.in_progress.End();
+    if (ec) return Close();
+    if (!answer_.keep_alive() || poisoned_) return Drain();
+    Read();
+  }
+
+  // Runs `task`, which ends in this connection's one answer, on the calling thread when the
+  // thread may (MayAnswerHere) and the answer is still pending; else on the strand.
+  void AnswerHere(std::function<void()> task) {
+    int pending = kPending;
+    if (!MayAnswerHere() ||
+        !answer_state_.compare_exchange_strong(pending, kClaimed, std::memory_order_acquire)) {
+      return net::dispatch(stream_.get_executor(), std::move(task));
     }
-    out += "\r\n";
+    t_answering = this;
+    task();
+    if (t_answering == this) {  // it did not answer after all: the strand will
+      t_answering = nullptr;
+      answer_state_.store(kPending, std::memory_order_release);
+    }
+  }
+
+  // Writes the claimed answer from this thread, as much as the socket takes now without
+  // blocking (all of it, usually); the strand writes the rest and reads the next request.
+  void WriteHere(HttpResponse res) {
+    t_answering = nullptr;
+    PrepareAnswer(std::move(res));
+    const auto buffers = AnswerBuffers();
+    std::array<iovec, 2> iov{};
+    for (size_t i = 0; i < iov.size(); ++i) {
+      iov[i].iov_base = const_cast<void*>(buffers[i].data());
+      iov[i].iov_len = buffers[i].size();
+    }
+    msghdr msg{};
+    msg.msg_iov = iov.data();
+    msg.msg_iovlen = iov.size();
+    const ssize_t n =
+        ::sendmsg(stream_.socket().native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const int error = n < 0 && errno != EAGAIN && errno != EWOULDBLOCK ? errno : 0;
+    answer_state_.store(kOpen, std::memory_order_release);
+    net::post(stream_.get_executor(),
+              [self = shared_from_this(), sent = n > 0 ? static_cast<size_t>(n) : 0, error] {
+                self->WrittenHere(sent, error);
+              });
+  }
+
+  void WrittenHere(size_t sent, int error) {
+    responded_ = requests_;
+    if (error != 0) return Written(beast::error_code(error, beast::system_category()));
+    const auto buffers = AnswerBuffers();
+    if (sent == net::buffer_size(buffers)) return Written({});
+    beast::buffers_suffix<std::array<net::const_buffer, 2>> rest(buffers);
+    rest.consume(sent);
+    net::async_write(stream_, rest, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->Written(ec);
+    });
   }
 
   // Half-closes and discards what the client still sends (bounded), then closes.
@@ -495,6 +570,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool stream_keep_alive_ = false;
   bool stream_chunked_ = true;
   std::atomic<bool> broken_{false};
+  // Who writes the pending answer. kPending: a request handed to the router waits for its one
+  // answer, which a worker may claim (AnswerHere); kClaimed: a thread owns the socket's write
+  // side for now (that worker, or the hang-up probe on the strand); kOpen: anything else — the
+  // strand alone writes.
+  enum AnswerState : int { kOpen, kPending, kClaimed };
+  std::atomic<int> answer_state_{kOpen};
   bool poisoned_ = false;  // a handler threw: later answers are dropped (strand only)
   const bool refuse_;
   std::string origin_;      // the current request's Origin header (strand only)

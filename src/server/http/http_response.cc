@@ -10,6 +10,29 @@ namespace mmserve {
 
 namespace http = boost::beast::http;
 
+void WriteResponseHeader(const HttpResponse& res, std::string& out) {
+  out.clear();
+  out += "HTTP/";
+  out += static_cast<char>('0' + res.version() / 10);
+  out += '.';
+  out += static_cast<char>('0' + res.version() % 10);
+  out += ' ';
+  out += std::to_string(res.result_int());
+  out += ' ';
+  const auto reason = res.reason();
+  out.append(reason.data(), reason.size());
+  out += "\r\n";
+  for (const auto& field : res.base()) {
+    const auto name = field.name_string();
+    const auto value = field.value();
+    out.append(name.data(), name.size());
+    out += ": ";
+    out.append(value.data(), value.size());
+    out += "\r\n";
+  }
+  out += "\r\n";
+}
+
 http::status HttpStatusFor(StatusCode code) {
   switch (code) {
     case StatusCode::kOk: return http::status::ok;

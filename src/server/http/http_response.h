@@ -17,9 +17,9 @@ namespace mmserve {
 using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
 using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
 using HttpReply = std::function<void(HttpResponse)>;
-// Runs a closure on the connection's I/O strand: responses are encoded there, never on a
-// model's worker thread. At once when the caller is on the strand already (an inline
-// execution answers within the read handler: no second thread is woken), else queued to it.
+// Runs a closure on the connection's I/O strand. At once when the caller is on the strand
+// already (an inline execution answers within the read handler: no second thread is woken),
+// else queued to it.
 using HttpDispatch = std::function<void(std::function<void()>)>;
 
 // A chunked response written piece by piece (server-sent events). Start() sends the headers,
@@ -38,6 +38,12 @@ using HttpOpenStream = std::function<std::shared_ptr<HttpStream>()>;
 // What a handler may know about its connection while the answer is pending. Any thread.
 struct HttpConnection {
   HttpDispatch dispatch;
+  // Like dispatch, for a closure whose only effect on the connection is the request's one and
+  // final reply: run on the calling thread instead when that thread may spend its time on the
+  // answer (MayAnswerHere: a model's worker that would go idle otherwise) and the connection
+  // still waits for it; the reply is then encoded and written from there, and no I/O thread
+  // has to wake before the client has it.
+  HttpDispatch answer;
   HttpOpenStream open_stream;
   std::function<bool()> client_gone;  // true once the client closed the connection
   std::string request_id;             // the request's X-Request-Id (cut to 128 bytes), if any
@@ -45,6 +51,12 @@ struct HttpConnection {
 };
 
 boost::beast::http::status HttpStatusFor(StatusCode code);
+
+// The status line and the fields of `res` as HTTP/1.x text, ending with the empty line, into
+// `out` (reused). For answers that carry their Content-Length (streams are written by Beast's
+// serializer): made for chunked and streamed bodies too, it cost as much CPU as the rest of
+// the write.
+void WriteResponseHeader(const HttpResponse& res, std::string& out);
 
 HttpResponse JsonResponse(boost::beast::http::status code, std::string body, unsigned version,
                           bool keep_alive);

@@ -383,9 +383,9 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
   };
   // A client that leaves cancels the request: dropped while queued, stopped while generating.
   infer->cancelled = std::move(connection.client_gone);
-  infer->done = [dispatch = std::move(dispatch), respond = std::move(respond)](
+  infer->done = [answer = std::move(connection.answer), respond = std::move(respond)](
                     Result<InferResponse> result) mutable {
-    dispatch([respond = std::move(respond), result = std::move(result)]() mutable {
+    answer([respond = std::move(respond), result = std::move(result)]() mutable {
       respond(std::move(result));
     });
   };

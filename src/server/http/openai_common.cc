@@ -214,12 +214,13 @@ Status ReadScheduling(const json& body, InferRequest& r) {
 
 void SubmitRequest(const Call& call, const ModelDescription& model,
                    std::unique_ptr<InferRequest> r,
-                   std::function<void(Result<InferResponse>)> on_strand) {
+                   std::function<void(Result<InferResponse>)> on_outcome, Delivery delivery) {
   r->cancelled = call.connection.client_gone;
   r->route = call.connection.route;
   r->trace_id = call.connection.request_id;
-  r->done = [dispatch = call.connection.dispatch,
-             f = std::move(on_strand)](Result<InferResponse> result) {
+  r->done = [dispatch = delivery == Delivery::kSoleAnswer ? call.connection.answer
+                                                          : call.connection.dispatch,
+             f = std::move(on_outcome)](Result<InferResponse> result) {
     dispatch([f, result = std::move(result)]() mutable { f(std::move(result)); });
   };
   call.service.Submit(model, std::move(r));

@@ -76,11 +76,16 @@ Result<ModelDescription> ResolveModel(const InferenceService& service, const jso
 std::unique_ptr<InferRequest> NewRequest(const ModelDescription& model);
 // Scheduling extensions every route takes: priority (a level) and timeout_ms.
 Status ReadScheduling(const json& body, InferRequest& r);
-// Submits `r` to `model`; `on_strand` gets the outcome on the connection's strand. A client
-// that leaves cancels the request (queued: dropped; generating: stopped).
+// How the outcome of a submitted request reaches its handler: on the connection's strand, or
+// — when the handler's one effect is the HTTP request's final reply — through
+// HttpConnection::answer (perhaps on the model's worker, which then writes the reply itself).
+enum class Delivery { kStrand, kSoleAnswer };
+// Submits `r` to `model`; `on_outcome` gets the outcome as `delivery` says. A client that
+// leaves cancels the request (queued: dropped; generating: stopped).
 void SubmitRequest(const Call& call, const ModelDescription& model,
                    std::unique_ptr<InferRequest> r,
-                   std::function<void(Result<InferResponse>)> on_strand);
+                   std::function<void(Result<InferResponse>)> on_outcome,
+                   Delivery delivery = Delivery::kStrand);
 
 // The route families (each in its own file).
 void HandleGeneration(const Call& call);  // /v1/chat/completions, /v1/completions

@@ -187,7 +187,8 @@ void HandleEmbeddings(const Call& call) {
                                      answer.Write(values, static_cast<size_t>(e->shape()[0]),
                                                   static_cast<size_t>(e->shape()[1]), tokens),
                                      v, ka));
-                });
+                },
+                Delivery::kSoleAnswer);
 }
 
 }  // namespace mmserve::openai

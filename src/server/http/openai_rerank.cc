@@ -110,7 +110,8 @@ void HandleRerank(const Call& call) {
                       NumberParam<int64_t>(result->parameters, "prompt_tokens", 0);
                   reply(JsonResponse(http::status::ok, answer.Write(Floats(*scores), tokens), v,
                                      ka));
-                });
+                },
+                Delivery::kSoleAnswer);
 }
 
 }  // namespace mmserve::openai

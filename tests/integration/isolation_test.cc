@@ -43,6 +43,7 @@ class Server {
                   (dir_.path() / "locks").string()},
                  dir_.path() / "server.log") {}
   ServerProcess& process() { return process_; }
+  std::filesystem::path lock_dir() const { return dir_.path() / "locks"; }
 
  private:
   testing::TempDir dir_;
@@ -171,7 +172,19 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
   EXPECT_THAT(r.body, HasSubstr("exited: SIGABRT"));
   EXPECT_LT(UntilServing(client, "aborts"), 10s);
 
-  EXPECT_EQ(Workers(pid).size(), 2u) << "one live worker per isolated model, no zombie";
+  const auto workers = Workers(pid);
+  EXPECT_EQ(workers.size(), 2u) << "one live worker per isolated model, no zombie";
+  // `doctor` names them under the device their server holds.
+  auto [code, doctor] = ServerProcess::Run({"doctor", "--lock-dir", server.lock_dir().string()});
+  EXPECT_EQ(code, 0);
+  EXPECT_THAT(doctor, HasSubstr("held by mmserve pid " + std::to_string(pid)));
+  for (pid_t w : workers) {
+    EXPECT_THAT(doctor, ::testing::AnyOf(HasSubstr("worker pid " + std::to_string(w) +
+                                                   ": model 'iso'"),
+                                         HasSubstr("worker pid " + std::to_string(w) +
+                                                   ": model 'aborts'")))
+        << doctor;
+  }
   EXPECT_EQ(OpenFds(pid), fds) << "no socket or pidfd of a dead worker left open";
   auto stats = json::parse(client.Get("/v2/models/iso/stats").body, nullptr, false);
   EXPECT_THAT(stats.dump(), HasSubstr("\"worker_restarts\":10")) << stats.dump();

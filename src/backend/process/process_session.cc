@@ -11,11 +11,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -290,6 +293,39 @@ Result<std::unique_ptr<Session>> LoadIsolated(const ModelConfig& model) {
   auto session = std::make_unique<ProcessSession>(model);
   MMS_RETURN_IF_ERROR(session->Start());
   return std::unique_ptr<Session>(std::move(session));
+}
+
+std::vector<WorkerProcess> FindWorkerProcesses(pid_t server) {
+  std::vector<WorkerProcess> out;
+  const std::string parent = std::to_string(server);
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename();
+    pid_t pid = 0;
+    const auto [end, err] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (err != std::errc() || end != name.data() + name.size()) continue;
+    std::ifstream in(it->path() / "cmdline", std::ios::binary);
+    std::array<char, 4096> buf{};
+    in.read(buf.data(), buf.size());
+    // The arguments, each ended by a NUL (a cut-off last one is dropped).
+    std::vector<std::string_view> args;
+    const std::string_view all(buf.data(), static_cast<size_t>(in.gcount()));
+    for (size_t at = 0, nul; (nul = all.find('\0', at)) != std::string_view::npos; at = nul + 1) {
+      args.push_back(all.substr(at, nul - at));
+    }
+    auto value = [&](std::string_view flag) -> std::string_view {
+      for (size_t i = 0; i + 1 < args.size(); ++i) {
+        if (args[i] == flag) return args[i + 1];
+      }
+      return {};
+    };
+    if (args.size() < 2 || args[1] != "worker" || value("--parent") != parent) continue;
+    out.push_back({pid, std::string(value("--model"))});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const WorkerProcess& a, const WorkerProcess& b) { return a.pid < b.pid; });
+  return out;
 }
 
 }  // namespace mmserve

@@ -7,10 +7,10 @@
 // batches to the worker over a socket of its own (worker_wire.h) and waits for the results.
 //
 //   supervisor thread   one per session: starts the worker, learns of its death at once (its
-//                       pidfd), reaps it, and starts it again after a back-off (50 ms, doubling
-//                       to 5 s; reset after 30 s of service). More than kMaxRestarts exits within
-//                       kRestartWindow: the model stops restarting and every request answers
-//                       503 with the last exit reason. It is also the only thread that forks,
+//                       pidfd), reaps it, and starts it again: at once for the first three
+//                       exits within a minute, then after 100 ms doubling to 5 s. The eleventh
+//                       exit within a minute stops the restarts: every request answers 503
+//                       with the last exit reason, and the model shows UNAVAILABLE. It is also the only thread that forks,
 //                       because the worker's parent-death signal follows the thread that forked.
 //   instances           an execution in flight when the worker dies answers 503 "model worker
 //                       for 'm' exited: SIGSEGV"; one that starts while the worker restarts
@@ -21,7 +21,11 @@
 // that its parent is the server that started it.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "common/result.h"
@@ -32,5 +36,13 @@ namespace mmserve {
 // Starts `model`'s worker and loads the model there; the load's error when it fails (the worker
 // has exited by then).
 Result<std::unique_ptr<Session>> LoadIsolated(const ModelConfig& model);
+
+// A worker process of a running server, found through /proc by its command line.
+struct WorkerProcess {
+  pid_t pid = 0;
+  std::string model;
+};
+// The worker processes that server `server` started and that are still there (for `doctor`).
+std::vector<WorkerProcess> FindWorkerProcesses(pid_t server);
 
 }  // namespace mmserve

@@ -2,7 +2,8 @@
 # P10 — what `isolation: process` costs (issue #21): the same model served in the server's
 # process and in a worker process, side by side in one server, in alternating rounds. Identity
 # with a 1 KB JSON request (the serving path's cost is all there is: the worst case) at C
-# clients and at 1 (added p50), and the bert embedder at C clients (compute-bound). Then an
+# clients and at 1 (added p50), the same with max_batch 8 (a round trip to the worker carries
+# what queued meanwhile), and the bert embedder at C clients (compute-bound). Then an
 # isolated worker killed under load (the other model's p99 before and during, the time to
 # serve again), and the RSS of one idle isolated model's worker.
 #   bench/isolation.sh [tiny|base]   (BENCH_SECONDS=5 BENCH_CONCURRENCY=16 BENCH_ROUNDS=3)
@@ -34,6 +35,11 @@ PORT="$(free_port)"
     backend: identity
     isolation: $iso
     params: {tensors: [{input: X, output: Y, datatype: INT32}]}
+  - name: batched-$iso
+    backend: identity
+    isolation: $iso
+    max_batch: 8
+    params: {tensors: [{input: X, output: Y, datatype: INT32}]}
   - name: embed-$iso
     path: $MODEL
     task: embed
@@ -56,6 +62,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for iso in none process; do
     run "echo-$iso" echo.json '"Y"' "$C" >"$TMP/r$round-echo-$iso-$C.json"
     run "echo-$iso" echo.json '"Y"' 1 >"$TMP/r$round-echo-$iso-1.json"
+    run "batched-$iso" echo.json '"Y"' "$C" >"$TMP/r$round-batched-$iso-$C.json"
     run "embed-$iso" embed.json EMBEDDING "$C" >"$TMP/r$round-embed-$iso-$C.json"
   done
 done
@@ -110,6 +117,7 @@ def runs(model, iso, conc):
 print(f"| load (median of {rounds} alternating rounds) | in-process | isolated | ratio (rounds) |")
 print("|---|---|---|---|")
 for model, conc, label in (("echo", c, f"identity 1 KB, {c} clients"), ("echo", "1", "identity 1 KB, 1 client"),
+                           ("batched", c, f"identity 1 KB, max_batch 8, {c} clients"),
                            ("embed", c, f"bert-{size} embed, {c} clients")):
     a, b = runs(model, "none", conc), runs(model, "process", conc)
     per = [y["rps"] / x["rps"] for x, y in zip(a, b)]

@@ -69,13 +69,14 @@ SCENARIOS=(
   "kserve-embeddings|/v2/models/embedder/infer|kserve.json|EMBEDDING|64"
   "openai-embeddings|/v1/embeddings|openai.json|embedding|64"
 )
+RUN=()  # the scenarios BENCH_ONLY selects
+for s in "${SCENARIOS[@]}"; do [[ ${s%%|*} =~ ${BENCH_ONLY:-.} ]] && RUN+=("$s"); done
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 for round in $(seq 1 "$ROUNDS"); do
   order=(A B)
   ((round % 2 == 0)) && order=(B A)
-  for s in "${SCENARIOS[@]}"; do
+  for s in "${RUN[@]}"; do
     IFS='|' read -r name path body expect clients <<<"$s"
-    [[ $name =~ ${BENCH_ONLY:-.} ]] || continue
     for side in "${order[@]}"; do
       before=$(cpu_ticks "${PID[$side]}")
       "$LOAD" --port "${PORT[$side]}" --path "$path" --body-file "$TMP/$body" --expect "$expect" \
@@ -87,8 +88,6 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 for side in A B; do stop "${PID[$side]}"; done
 
-RUN=()
-for s in "${SCENARIOS[@]}"; do [[ ${s%%|*} =~ ${BENCH_ONLY:-.} ]] && RUN+=("$s"); done
 python3 - "$TMP" "$ROUNDS" "$SECS" "$WARMUP" "$(getconf CLK_TCK)" "${RUN[@]}" <<'PY'
 import json, statistics, sys
 tmp, rounds, secs, warmup, hz = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])

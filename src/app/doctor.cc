@@ -1,7 +1,6 @@
 // `mmserve doctor`: what this host offers mmserve. Never fails for lack of an accelerator.
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -128,11 +127,11 @@ int Doctor(const std::filesystem::path& lock_dir) {
   if (holders.empty()) std::cout << "  no mmserve holds a device\n";
   for (const auto& h : holders) {
     std::cout << "  device " << h.device << ": held by mmserve pid " << h.pid << "\n";
-    pid_t pid = 0;
-    const char* end = h.pid.data() + h.pid.size();
-    if (std::from_chars(h.pid.data(), end, pid).ptr != end || pid <= 0) continue;
-    for (const auto& w : FindWorkerProcesses(pid)) {
-      std::cout << "    worker pid " << w.pid << ": model '" << w.model << "' (isolation: process)\n";
+    const auto pid = ParseInt64(h.pid);
+    if (!pid || *pid <= 0 || *pid > INT32_MAX) continue;
+    for (const auto& w : FindWorkerProcesses(static_cast<pid_t>(*pid))) {
+      std::cout << "    worker pid " << w.pid << ": model '" << w.model
+                << "' (isolation: process)\n";
     }
   }
   return 0;

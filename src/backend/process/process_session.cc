@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <charconv>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -301,10 +300,8 @@ std::vector<WorkerProcess> FindWorkerProcesses(pid_t server) {
   std::error_code ec;
   for (auto it = std::filesystem::directory_iterator("/proc", ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename();
-    pid_t pid = 0;
-    const auto [end, err] = std::from_chars(name.data(), name.data() + name.size(), pid);
-    if (err != std::errc() || end != name.data() + name.size()) continue;
+    const auto pid = ParseInt64(it->path().filename().native());
+    if (!pid || *pid <= 0 || *pid > INT32_MAX) continue;
     std::ifstream in(it->path() / "cmdline", std::ios::binary);
     std::array<char, 4096> buf{};
     in.read(buf.data(), buf.size());
@@ -321,7 +318,7 @@ std::vector<WorkerProcess> FindWorkerProcesses(pid_t server) {
       return {};
     };
     if (args.size() < 2 || args[1] != "worker" || value("--parent") != parent) continue;
-    out.push_back({pid, std::string(value("--model"))});
+    out.push_back({static_cast<pid_t>(*pid), std::string(value("--model"))});
   }
   std::sort(out.begin(), out.end(),
             [](const WorkerProcess& a, const WorkerProcess& b) { return a.pid < b.pid; });

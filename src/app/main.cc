@@ -95,6 +95,18 @@ struct RemoteCommands {
   }
 };
 
+// "5,7,9": descriptors the worker inherited.
+bool ParseFds(std::string_view rest, std::vector<int>& fds) {
+  while (!rest.empty()) {
+    const size_t comma = std::min(rest.find(','), rest.size());
+    auto fd = mmserve::ParseInt64(rest.substr(0, comma));
+    if (!fd || *fd < 3 || *fd > 1'000'000) return false;
+    fds.push_back(static_cast<int>(*fd));
+    rest.remove_prefix(std::min(comma + 1, rest.size()));
+  }
+  return true;
+}
+
 // `worker`: started by the server for a model with `isolation: process`, never by hand (hidden
 // from --help). Its descriptors are the server's sockets, inherited across exec.
 struct WorkerCommand {
@@ -102,6 +114,7 @@ struct WorkerCommand {
   int64_t parent = 0;
   int control = -1;
   std::string channels;
+  std::string regions;
   std::string model;  // for ps and /proc readers: which model this worker serves
 
   void Add(CLI::App& app) {
@@ -110,18 +123,12 @@ struct WorkerCommand {
     cmd->add_option("--parent", parent)->required();
     cmd->add_option("--control", control)->required();
     cmd->add_option("--channels", channels)->required();
+    cmd->add_option("--regions", regions)->required();
     cmd->add_option("--model", model);
   }
   int Run() const {
     mmserve::WorkerArgs args{.parent = static_cast<pid_t>(parent), .control = control};
-    std::string_view rest = channels;
-    while (!rest.empty()) {
-      const size_t comma = std::min(rest.find(','), rest.size());
-      auto fd = mmserve::ParseInt64(rest.substr(0, comma));
-      if (!fd || *fd < 3 || *fd > 1'000'000) return 1;
-      args.channels.push_back(static_cast<int>(*fd));
-      rest.remove_prefix(std::min(comma + 1, rest.size()));
-    }
+    if (!ParseFds(channels, args.channels) || !ParseFds(regions, args.regions)) return 1;
     mmserve::BuiltIns builtins;
     mmserve::RuntimeGuard guard;
     return mmserve::RunWorker(args, builtins.backends, guard);

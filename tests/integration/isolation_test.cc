@@ -77,6 +77,16 @@ int OpenFds(pid_t pid) {
   return n;
 }
 
+// How many of process `pid`'s mappings are a channel's shared region (memfd:mmserve-channel).
+int SharedRegionMappings(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    n += line.find("/memfd:mmserve-channel") != std::string::npos;
+  }
+  return n;
+}
+
 std::string TextBody(const std::string& text) {
   return json{{"inputs", {{{"name", "TEXT"}, {"datatype", "BYTES"}, {"shape", {1}},
                            {"data", {text}}}}}}
@@ -159,7 +169,10 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
   const pid_t pid = server.process().pid();
   HttpClient client(server.process().port());
   ASSERT_EQ(client.Post("/v2/models/iso/infer", TextBody("warm")).status, 200);
+  ASSERT_EQ(client.Post("/v2/models/aborts/infer", TextBody("warm")).status, 200);
   const int fds = OpenFds(pid);
+  const int regions = SharedRegionMappings(pid);
+  EXPECT_EQ(regions, 2) << "each isolated instance that served maps its channel's region";
   for (int cycle = 0; cycle < 10; ++cycle) {
     auto r = client.Post("/v2/models/iso/infer", TextBody("boom"));
     EXPECT_EQ(r.status, 503) << r.body;
@@ -185,7 +198,8 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
                                                    ": model 'aborts'")))
         << doctor;
   }
-  EXPECT_EQ(OpenFds(pid), fds) << "no socket or pidfd of a dead worker left open";
+  EXPECT_EQ(OpenFds(pid), fds) << "no socket, memfd or pidfd of a dead worker left open";
+  EXPECT_EQ(SharedRegionMappings(pid), regions) << "no dead worker's shared region left mapped";
   auto stats = json::parse(client.Get("/v2/models/iso/stats").body, nullptr, false);
   EXPECT_THAT(stats.dump(), HasSubstr("\"worker_restarts\":10")) << stats.dump();
   EXPECT_THAT(client.Get("/metrics").body,
@@ -212,6 +226,26 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
   ASSERT_EQ(server.process().Stop(SIGKILL), 128 + SIGKILL);
   for (int i = 0; i < 500 && !Workers(pid).empty(); ++i) std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(Workers(pid).empty()) << "a worker outlived its server";
+}
+
+// A batch's tensors go through the channel's shared region, which grows for a large one (both
+// ways: the echo is as large) and serves small ones after it; every byte comes back.
+TEST(IsolationTest, TensorsOfAnySizeCrossTheSharedRegionExactly) {
+  Server server(std::string("models:\n  - name: iso\n    isolation: process") + kEcho);
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  HttpClient client(server.process().port());
+  for (size_t size : {size_t{10}, size_t{3} << 20, size_t{100}, size_t{5} << 20, size_t{1}}) {
+    std::string text(size, 'a');
+    for (size_t i = 0; i < size; i += 4099) text[i] = static_cast<char>('b' + i % 23);
+    auto r = client.Post("/v2/models/iso/infer", TextBody(text));
+    ASSERT_EQ(r.status, 200) << size;
+    auto out = json::parse(r.body, nullptr, false);
+    EXPECT_TRUE(out["outputs"][0]["data"][0] == text) << "size " << size;
+  }
+  const auto workers = Workers(server.process().pid());
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(SharedRegionMappings(workers[0]), 1);
+  EXPECT_EQ(SharedRegionMappings(server.process().pid()), 1);
 }
 
 TEST(IsolationTest, AHungExecutionKillsTheWorkerAndTheModelServesAgain) {

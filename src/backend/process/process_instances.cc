@@ -43,12 +43,15 @@ class BatchInstance final : public Instance {
     SetRunning(channel_.shared());
     execution.set_stage(Stage::kExecute);
     EncodeBatch(execution.tier, execution.items, buffer_);
-    Status sent = WriteFrame(channel_.fd(), FrameKind::kBatch, buffer_);
-    auto kind = sent.ok() ? channel_.reader().Read(channel_.fd(), buffer_) : Result<FrameKind>(sent);
+    Status sent = WriteShared(channel_.fd(), channel_.region(), FrameKind::kBatch, buffer_);
+    std::string_view results;
+    auto kind = sent.ok() ? ReadShared(channel_.fd(), channel_.reader(), channel_.region(),
+                                       buffer_, &results)
+                          : Result<FrameKind>(sent);
     Status batch;
     Status decoded = !kind.ok()                     ? kind.status()
                      : *kind != FrameKind::kResults ? Internal("results out of turn")
-                     : DecodeResults(buffer_, execution.items, &batch, &counters_);
+                     : DecodeResults(results, execution.items, &batch, &counters_);
     SetRunning(nullptr);
     if (!decoded.ok()) return channel_.Lost(decoded);
     channel_.session().set_engine_counters(counters_);
@@ -66,7 +69,7 @@ class BatchInstance final : public Instance {
     running_ = std::move(worker);
   }
   Channel channel_;
-  std::string buffer_;  // reused for every batch and its results
+  std::string buffer_;  // reused for every batch before it goes to the shared region
   Counters counters_;
   Mutex mu_;
   std::shared_ptr<Worker> running_ GUARDED_BY(mu_);  // the worker of the execution in flight

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/process/shared_region.h"
 #include "backend/process/worker_spec.h"
 #include "backend/process/worker_wire.h"
 #include "common/clock.h"
@@ -52,6 +53,7 @@ struct Worker {
   Fd pidfd;
   Fd control;
   std::vector<Fd> channels;  // one per instance
+  std::vector<SharedRegion> regions;  // one per channel: a batch's tensors and results
   WorkerFacts facts;
   std::atomic<bool> exited{false};
   std::string exit_reason;  // set once, before `exited`
@@ -74,6 +76,7 @@ class Channel {
   const std::shared_ptr<Worker>& shared() const { return worker_; }
   ProcessSession& session() { return session_; }
   int fd() const { return worker_->channels[static_cast<size_t>(index_)].get(); }
+  SharedRegion& region() const { return worker_->regions[static_cast<size_t>(index_)]; }
   FrameReader& reader() { return reader_; }
   // The worker failed on this channel: why (it died; or it broke the protocol, and is killed).
   Status Lost(const Status& why);

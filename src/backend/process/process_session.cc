@@ -77,6 +77,18 @@ int64_t PrivateBytes(pid_t pid) {
   return kib * 1024;
 }
 
+// The server's environment, and OpenMP told to sleep, not spin, when idle: a worker shares the
+// cores with the server and the other workers, which libgomp cannot see from inside one
+// process (spinning teams made llama-server's router 40-80x slower; docs/BENCHMARKS.md).
+std::vector<char*> WorkerEnvironment() {
+  static char passive[] = "OMP_WAIT_POLICY=passive";
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  if (!std::getenv("OMP_WAIT_POLICY")) envp.push_back(passive);
+  envp.push_back(nullptr);
+  return envp;
+}
+
 // Waits until `fd` is readable or `timeout` passes (negative: forever); false on timeout.
 bool WaitReadable(int fd, std::chrono::milliseconds timeout, int also = -1) {
   pollfd fds[2] = {{fd, POLLIN, 0}, {also, POLLIN, 0}};
@@ -147,32 +159,33 @@ Result<std::shared_ptr<Worker>> ProcessSession::Spawn() {
   }
   // Everything the child needs is built before fork: between fork and exec only
   // async-signal-safe calls run.
-  std::string channels;
-  for (int i = 1; i <= n; ++i) channels += (i > 1 ? "," : "") + std::to_string(theirs[i].get());
+  std::string channels, regions;
+  std::vector<int> inherited;  // cleared of close-on-exec in the child
+  for (const Fd& fd : theirs) inherited.push_back(fd.get());
+  for (int i = 1; i <= n; ++i) {
+    MMS_ASSIGN_OR_RETURN(SharedRegion region, SharedRegion::Create());
+    channels += (i > 1 ? "," : "") + std::to_string(theirs[i].get());
+    regions += (i > 1 ? "," : "") + std::to_string(region.fd());
+    inherited.push_back(region.fd());
+    worker->regions.push_back(std::move(region));
+  }
   std::vector<std::string> args = {"mmserve",   "worker",  "--parent",
                                    std::to_string(::getpid()), "--control",
                                    std::to_string(theirs[0].get()), "--channels", channels,
-                                   "--model", model_.name,
+                                   "--regions", regions, "--model", model_.name,
                                    "--log-level", LogLevelName(), "--log-format",
                                    CurrentLogFormat() == LogFormat::kJson ? "json" : "text",
                                    "--no-access-log"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  // The server's environment, and OpenMP told to sleep, not spin, when idle: a worker shares
-  // the cores with the server and the other workers, which libgomp cannot see from inside one
-  // process (spinning teams made llama-server's router 40-80x slower; docs/BENCHMARKS.md).
-  std::vector<char*> envp;
-  std::string passive = "OMP_WAIT_POLICY=passive";
-  for (char** e = environ; *e; ++e) envp.push_back(*e);
-  if (!std::getenv("OMP_WAIT_POLICY")) envp.push_back(passive.data());
-  envp.push_back(nullptr);
+  std::vector<char*> envp = WorkerEnvironment();
   const pid_t pid = ::fork();
   if (pid < 0) return Unavailable(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);  // nothing of the server's leaks into the worker
-    for (const Fd& fd : theirs) ::fcntl(fd.get(), F_SETFD, 0);
+    for (int fd : inherited) ::fcntl(fd, F_SETFD, 0);
     ::execve("/proc/self/exe", argv.data(), envp.data());
     ::_exit(127);
   }

@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "backend/process/shared_region.h"
 #include "backend/process/worker_spec.h"
 #include "backend/process/worker_wire.h"
 
@@ -18,15 +19,21 @@ namespace {
 
 // One channel of a batch session: batches in, results out, on the instance this thread
 // created. Ends when the server closes the channel.
-void ServeBatches(Session& session, int index, int fd) {
+void ServeBatches(Session& session, int index, int fd, int region_fd) {
+  auto region = SharedRegion::Adopt(region_fd);
+  if (!region.ok()) {
+    spdlog::error("worker instance {}: {}", index, region.status().ToString());
+    return;
+  }
   auto instance = session.CreateInstance(index);
   if (!instance.ok()) {
     spdlog::error("worker instance {}: {}", index, instance.status().ToString());
   }
   FrameReader reader;
-  std::string in, out;
+  std::string scratch, out;
   for (;;) {
-    auto kind = reader.Read(fd, in);
+    std::string_view in;
+    auto kind = ReadShared(fd, reader, *region, scratch, &in);
     if (!kind.ok()) return;  // the server closed it, or sent nonsense: either way, done
     auto batch = *kind == FrameKind::kBatch ? DecodeBatch(in)
                                             : Result<DecodedBatch>(Internal("not a batch"));
@@ -41,7 +48,7 @@ void ServeBatches(Session& session, int index, int fd) {
     const Status status =
         instance.ok() ? (*instance)->Execute(execution) : instance.status();
     EncodeResults(status, items, session.counters(), out);
-    if (!WriteFrame(fd, FrameKind::kResults, out).ok()) return;
+    if (!WriteShared(fd, *region, FrameKind::kResults, out).ok()) return;
   }
 }
 
@@ -104,11 +111,14 @@ void ServeSequences(Session& session, int index, int fd) {
 }
 
 // Serves channel `index` with the session's style, then closes it: the server reads its end.
-void ServeChannel(Session& session, int index, int fd) {
+// Only batches use the channel's shared region: generation's prompts and pieces are small and
+// stream both ways at once, on the socket.
+void ServeChannel(Session& session, int index, int fd, int region_fd) {
   if (session.style() == ExecutionStyle::kContinuous) {
+    ::close(region_fd);
     ServeSequences(session, index, fd);
   } else {
-    ServeBatches(session, index, fd);
+    ServeBatches(session, index, fd, region_fd);
   }
   (void)::shutdown(fd, SHUT_RDWR);
 }
@@ -141,7 +151,7 @@ Result<std::unique_ptr<Session>> LoadFromSpec(int control, const BackendRegistry
 int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGuard& guard) {
   // The parent-death signal was armed before exec; a server that died before that leaves this
   // process to init (or a subreaper), which is not the server that asked for it.
-  if (::getppid() != args.parent) return 1;
+  if (::getppid() != args.parent || args.regions.size() != args.channels.size()) return 1;
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_UNBLOCK, &all, nullptr);  // the server's blocked set came across exec
@@ -157,7 +167,8 @@ int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGu
   if (!WriteFrame(args.control, FrameKind::kReady, EncodeWorkerFacts(**session, host_memory)).ok()) return 1;
   std::vector<std::thread> threads;
   for (size_t i = 0; i < args.channels.size(); ++i) {
-    threads.emplace_back(ServeChannel, std::ref(**session), static_cast<int>(i), args.channels[i]);
+    threads.emplace_back(ServeChannel, std::ref(**session), static_cast<int>(i), args.channels[i],
+                         args.regions[i]);
   }
   std::string ignored;
   FrameReader control;

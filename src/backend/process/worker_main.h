@@ -15,6 +15,7 @@ struct WorkerArgs {
   pid_t parent = 0;           // the server that started it: any other parent is refused
   int control = -1;           // the control socket: kInit in, kReady/kFailed out
   std::vector<int> channels;  // one socket per instance: kBatch in, kResults out
+  std::vector<int> regions;   // one memfd per channel (shared_region.h), as many as channels
 };
 
 // Loads the model the control socket names (its runtime's only initialization in this

@@ -177,8 +177,8 @@ class Session {
   virtual std::unique_ptr<InferRequest> WarmupRequest(int rows) const;
   virtual int default_warmup() const { return 0; }
   // Why a loaded session can no longer serve — an isolated model whose worker exited too often
-  // to be restarted again —, else OK. The model then shows UNAVAILABLE with this reason. Any
-  // thread.
+  // to be restarted again —, else OK. The model then shows FAILED with this reason (until it
+  // is loaded again). Any thread.
   virtual Status health() const { return Status::Ok(); }
 };
 

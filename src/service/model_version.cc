@@ -14,6 +14,7 @@ std::string_view ModelStateName(ModelState state) {
     case ModelState::kLoading: return "LOADING";
     case ModelState::kReady: return "READY";
     case ModelState::kUnavailable: return "UNAVAILABLE";
+    case ModelState::kFailed: return "FAILED";
     case ModelState::kUnloading: return "UNLOADING";
   }
   return "UNKNOWN";
@@ -170,7 +171,7 @@ ModelInfo ModelVersion::Snapshot() const {
     info.context_length = loaded->session->context_length();
     info.stats = loaded->scheduler->stats();
     if (Status health = loaded->session->health(); info.state == ModelState::kReady && !health.ok()) {
-      info.state = ModelState::kUnavailable;
+      info.state = ModelState::kFailed;
       info.reason = std::string(health.message());
     } else if (info.state == ModelState::kReady &&
                info.stats->breaker != CircuitBreaker::State::kClosed) {

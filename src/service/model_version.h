@@ -37,7 +37,9 @@
 namespace mmserve {
 
 // The state a frontend shows (the repository API's spelling): a view of VersionState.
-enum class ModelState { kNotLoaded, kLoading, kReady, kUnavailable, kUnloading };
+// kUnavailable: loaded and not serving for now (a load failed, an open breaker, held);
+// kFailed: loaded and given up on (its engine stopped restarting) until it is loaded again.
+enum class ModelState { kNotLoaded, kLoading, kReady, kUnavailable, kFailed, kUnloading };
 std::string_view ModelStateName(ModelState state);  // "READY", as the repository API spells it
 
 enum class VersionState {

@@ -218,9 +218,14 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
   EXPECT_TRUE(failed) << r.status << " " << r.body;
   EXPECT_EQ(r.status, 503);
   const std::string index = client.Post("/v2/repository/index", "{}").body;
-  EXPECT_THAT(index, HasSubstr("\"state\":\"UNAVAILABLE\""));
+  EXPECT_THAT(index, HasSubstr("\"state\":\"FAILED\""));
   EXPECT_THAT(index, HasSubstr("11 exits within a minute: no more restarts"));
   EXPECT_EQ(client.Post("/v2/models/local/infer", TextBody("x")).status, 200);
+  // Unloaded and loaded again, it starts afresh.
+  EXPECT_EQ(client.Post("/v2/repository/models/iso/unload", "").status, 200);
+  EXPECT_EQ(client.Post("/v2/repository/models/iso/load", "").status, 200);
+  r = client.Post("/v2/models/iso/infer", TextBody("x"));
+  EXPECT_EQ(r.status, 200) << r.body;
 
   // The server killed outright: its workers die with it (their parent-death signal).
   ASSERT_EQ(server.process().Stop(SIGKILL), 128 + SIGKILL);

@@ -10,7 +10,7 @@
 //                       pidfd), reaps it, and starts it again: at once for the first three
 //                       exits within a minute, then after 100 ms doubling to 5 s. The eleventh
 //                       exit within a minute stops the restarts: every request answers 503
-//                       with the last exit reason, and the model shows UNAVAILABLE. It is also
+//                       with the last exit reason, and the model shows FAILED. It is also
 //                       the only thread that forks, because the worker's parent-death signal
 //                       follows the thread that forked.
 //   instances           an execution in flight when the worker dies answers 503 "model worker

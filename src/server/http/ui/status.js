@@ -191,7 +191,7 @@ function drawModel(s, now) {
   const where = (m.task || '') + ' · ' + (m.backend || '') + ' · ' + m.device;
   setCell(row, 'where', where, () => where);
   const mem = m.memory || {};
-  const held = m.state === 'READY' || m.state === 'UNAVAILABLE' ?
+  const held = ['READY', 'UNAVAILABLE', 'FAILED'].includes(m.state) ?
     mem.resident_bytes || mem.measured_bytes || 0 : 0;
   const memText = (held ? mib(held) + ' held · ' : '') + 'est. ' + mib(mem.estimate_bytes);
   setCell(row, 'memory', memText, () => memText);
@@ -228,7 +228,9 @@ function drawModel(s, now) {
     const div = el('div', 'reason', last.message);
     return [span, el('span', 'muted', ' ' + ago(last.time_ms)), div];
   });
-  const loaded = m.state === 'READY' || (m.state === 'UNAVAILABLE' && !!m.breaker);
+  // FAILED: loaded, its engine given up on; unloading it (then loading) starts afresh.
+  const loaded = m.state === 'READY' || m.state === 'FAILED' ||
+    (m.state === 'UNAVAILABLE' && !!m.breaker);
   const busy = m.state === 'LOADING' || m.state === 'UNLOADING';
   const b = row.button;
   b.hidden = !canAdmin() || row.pending;

@@ -251,6 +251,10 @@ TEST(IsolationTest, TensorsOfAnySizeCrossTheSharedRegionExactly) {
   ASSERT_EQ(workers.size(), 1u);
   EXPECT_EQ(SharedRegionMappings(workers[0]), 1);
   EXPECT_EQ(SharedRegionMappings(server.process().pid()), 1);
+  // A clean stop stops the worker: no exit to report, no restart.
+  EXPECT_EQ(server.process().Stop(SIGTERM), 0);
+  EXPECT_THAT(server.process().Log(), ::testing::Not(HasSubstr("exited")));
+  EXPECT_THAT(server.process().Log(), ::testing::Not(HasSubstr("restarted")));
 }
 
 TEST(IsolationTest, AHungExecutionKillsTheWorkerAndTheModelServesAgain) {

@@ -107,10 +107,10 @@ class ProcessSession final : public Session {
   Result<std::unique_ptr<Instance>> CreateInstance(int index) override {
     return facts_.continuous ? NewContinuousInstance(*this, index) : NewBatchInstance(*this, index);
   }
-  void Interrupt() override {
-    MutexLock lock(mu_);
-    if (current_) current_->Kill();
-  }
+  // The scheduler's last word (an unload, a shutdown): the worker is told to stop — its sockets
+  // closed, so an execution in flight returns at once; killed if it has not exited within 5 s —
+  // and nothing restarts it.
+  void Interrupt() override { (void)::eventfd_write(stop_.get(), 1); }
   std::vector<int> batch_tiers() const override { return facts_.batch_tiers; }
   int64_t context_length() const override { return facts_.context_length; }
   bool executions_share_device() const override { return facts_.executions_share_device; }

@@ -138,7 +138,9 @@ Result<std::shared_ptr<Worker>> ProcessSession::Current(Clock::time_point until)
 
 Status ProcessSession::Lost(Worker& worker) {
   MutexLock lock(mu_);
-  if (!cv_.wait_for(lock, 2s, [&] { return worker.exited.load(); })) {
+  // Stopping (Interrupt): an execution still in flight is not waited for.
+  const auto grace = WaitReadable(stop_.get(), 0ms) ? 0s : 2s;
+  if (!cv_.wait_for(lock, grace, [&] { return worker.exited.load(); })) {
     worker.Kill();
     cv_.wait(lock, [&] { return worker.exited.load(); });
   }

@@ -15,10 +15,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mmserve::InferRequest request;
   std::vector<mmserve::BatchItem> items(data[0] >> 4, mmserve::BatchItem{&request});
   mmserve::Status batch;
-  mmserve::Counters counters;
+  mmserve::EngineStats stats;
   switch (data[0] & 0x7) {
     case 0: (void)mmserve::DecodeBatch(payload); break;
-    case 1: (void)mmserve::DecodeResults(payload, items, &batch, &counters); break;
+    case 1: (void)mmserve::DecodeResults(payload, items, &batch, &stats); break;
     case 2: (void)mmserve::DecodeStatus(payload); break;
     case 3: (void)mmserve::DecodeWorkerSpec(payload); break;
     case 4: (void)mmserve::DecodeWorkerFacts(payload); break;
@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 6: {
       uint64_t seq = 0;
       mmserve::Result<mmserve::InferResponse> result = mmserve::InferResponse{};
-      (void)mmserve::DecodeEvent(payload, &seq, &result, &counters);
+      (void)mmserve::DecodeEvent(payload, &seq, &result, &stats);
       break;
     }
     default: (void)mmserve::DecodeNumber(payload); break;

@@ -369,6 +369,14 @@ TEST(IsolationTest, IsolatedGenerationEqualsInProcessStreamedOrNot) {
   }
   const std::string stats = HttpClient(port).Get("/v2/models/gen-iso/stats").body;
   EXPECT_THAT(stats, HasSubstr("\"generated_tokens\":"));
+  // Time to first token is measured in the worker and comes back with each sequence's end.
+  const std::string metrics = HttpClient(port).Get("/metrics").body;
+  const std::string ttft = "mmserve_time_to_first_token_seconds_count{model=\"gen-iso\"";
+  const size_t at = metrics.find(ttft);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  const size_t value = metrics.find("} ", at) + 2;
+  EXPECT_GE(std::atoi(metrics.c_str() + value), static_cast<int>(2 * prompts.size()))
+      << metrics.substr(at, 120);
 
   // Six streams of 900 tokens dropped once they start: the worker stops each at its next token
   // (counted, not timed: 6 x 900 tokens would take ~20 s here), and its slots serve again.

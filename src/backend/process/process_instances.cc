@@ -51,10 +51,10 @@ class BatchInstance final : public Instance {
     Status batch;
     Status decoded = !kind.ok()                     ? kind.status()
                      : *kind != FrameKind::kResults ? Internal("results out of turn")
-                     : DecodeResults(results, execution.items, &batch, &counters_);
+                     : DecodeResults(results, execution.items, &batch, &stats_);
     SetRunning(nullptr);
     if (!decoded.ok()) return channel_.Lost(decoded);
-    channel_.session().set_engine_counters(counters_);
+    channel_.session().set_engine_stats(stats_);
     return batch;
   }
   bool Abort() override {
@@ -70,7 +70,7 @@ class BatchInstance final : public Instance {
   }
   Channel channel_;
   std::string buffer_;  // reused for every batch before it goes to the shared region
-  Counters counters_;
+  EngineStats stats_;
   Mutex mu_;
   std::shared_ptr<Worker> running_ GUARDED_BY(mu_);  // the worker of the execution in flight
 };
@@ -110,9 +110,9 @@ class ContinuousProxy final : public ContinuousInstance {
       Status s = !kind.ok() ? kind.status()
                  : *kind != FrameKind::kPartial && *kind != FrameKind::kDone
                      ? Internal("an event out of turn")
-                     : DecodeEvent(buffer_, &seq, &result, &counters_);
+                     : DecodeEvent(buffer_, &seq, &result, &stats_);
       if (!s.ok()) return FailAll(channel_.Lost(s));
-      if (*kind == FrameKind::kDone) channel_.session().set_engine_counters(counters_);
+      if (*kind == FrameKind::kDone) channel_.session().set_engine_stats(stats_);
       Deliver(seq, *kind == FrameKind::kDone, std::move(result));
     } while (channel_.worker() && channel_.reader().Ready(channel_.fd(), std::chrono::milliseconds(0)));
   }
@@ -196,7 +196,7 @@ class ContinuousProxy final : public ContinuousInstance {
 
   Channel channel_;
   std::string buffer_;
-  Counters counters_;
+  EngineStats stats_;
   std::map<uint64_t, Sequence> active_;
   uint64_t next_seq_ = 0;
   int slots_ = 1;  // until a worker says how many: one, so that a request comes to connect

@@ -123,14 +123,19 @@ class ProcessSession final : public Session {
   // worker's pid and restarts.
   std::map<std::string, int64_t> counters() const override {
     MutexLock lock(mu_);
-    Counters out = engine_counters_;
+    Counters out = engine_.counters;
     out["worker_pid"] = current_ ? current_->pid : 0;
     out["worker_restarts"] = restarts_;
     return out;
   }
-  void set_engine_counters(Counters counters) {
+  // Likewise: generation's time to first token and per output token, measured in the worker.
+  std::map<std::string, Histogram> histograms() const override {
     MutexLock lock(mu_);
-    engine_counters_ = std::move(counters);
+    return engine_.histograms;
+  }
+  void set_engine_stats(const EngineStats& stats) {
+    MutexLock lock(mu_);
+    engine_ = stats;
   }
 
   // The worker serving now; while it restarts, waits for it until `until`. Unavailable with the
@@ -164,7 +169,7 @@ class ProcessSession final : public Session {
   Status failed_ GUARDED_BY(mu_);
   std::string last_exit_ GUARDED_BY(mu_);
   int64_t restarts_ GUARDED_BY(mu_) = 0;
-  Counters engine_counters_ GUARDED_BY(mu_);
+  EngineStats engine_ GUARDED_BY(mu_);
   mutable Clock::time_point measured_at_ GUARDED_BY(mu_);
   mutable int64_t measured_ GUARDED_BY(mu_) = 0;
 };

@@ -47,7 +47,7 @@ void ServeBatches(Session& session, int index, int fd, int region_fd) {
     Execution execution{.items = items, .tier = batch->tier};
     const Status status =
         instance.ok() ? (*instance)->Execute(execution) : instance.status();
-    EncodeResults(status, items, session.counters(), out);
+    EncodeResults(status, items, {session.counters(), session.histograms()}, out);
     if (!WriteShared(fd, *region, FrameKind::kResults, out).ok()) return;
   }
 }
@@ -94,7 +94,7 @@ void ServeSequences(Session& session, int index, int fd) {
       cancelled[seq] = false;
       a->request->done = [&, seq](Result<InferResponse> result) {
         cancelled.erase(seq);
-        EncodeEvent(seq, result, session.counters(), out);
+        EncodeEvent(seq, result, {session.counters(), session.histograms()}, out);
         (void)WriteFrame(fd, FrameKind::kDone, out);
       };
       if (a->streaming) {

@@ -157,19 +157,36 @@ Status GetStatus(Reader& r) {
   return Status(static_cast<StatusCode>(code), std::move(message));
 }
 
-void PutCounters(std::string& out, const Counters& counters) {
-  Put<uint32_t>(out, static_cast<uint32_t>(counters.size()));
-  for (const auto& [name, value] : counters) {
+void PutStats(std::string& out, const EngineStats& stats) {
+  Put<uint32_t>(out, static_cast<uint32_t>(stats.counters.size()));
+  for (const auto& [name, value] : stats.counters) {
     PutString(out, name);
     Put<int64_t>(out, value);
   }
+  Put<uint32_t>(out, static_cast<uint32_t>(stats.histograms.size()));
+  for (const auto& [name, h] : stats.histograms) {
+    PutString(out, name);
+    for (int64_t c : h.counts) Put<int64_t>(out, c);
+    Put<int64_t>(out, h.count);
+    Put<int64_t>(out, h.sum_ns);
+  }
 }
-void GetCounters(Reader& r, Counters& counters) {
-  const uint32_t n = r.GetCount();
-  counters.clear();
+void GetStats(Reader& r, EngineStats& stats) {
+  stats.counters.clear();
+  stats.histograms.clear();
+  uint32_t n = r.GetCount();
   for (uint32_t i = 0; i < n && r.ok(); ++i) {
     std::string name(r.GetString());
-    counters[std::move(name)] = r.Get<int64_t>();
+    stats.counters[std::move(name)] = r.Get<int64_t>();
+  }
+  n = r.GetCount();
+  for (uint32_t i = 0; i < n && r.ok(); ++i) {
+    std::string name(r.GetString());
+    Histogram h;
+    for (int64_t& c : h.counts) c = r.Get<int64_t>();
+    h.count = r.Get<int64_t>();
+    h.sum_ns = r.Get<int64_t>();
+    if (r.ok()) stats.histograms[std::move(name)] = h;
   }
 }
 
@@ -344,23 +361,23 @@ Result<DecodedBatch> DecodeBatch(std::string_view payload) {
   return batch;
 }
 
-void EncodeResults(const Status& batch, BatchView items, const Counters& counters,
+void EncodeResults(const Status& batch, BatchView items, const EngineStats& stats,
                    std::string& out) {
   out.clear();
   PutStatus(out, batch);
   Put<uint32_t>(out, static_cast<uint32_t>(items.size()));
   for (const BatchItem& item : items) PutResult(out, item.result);
-  PutCounters(out, counters);
+  PutStats(out, stats);
 }
 
 Status DecodeResults(std::string_view payload, BatchView items, Status* batch,
-                     Counters* counters) {
+                     EngineStats* stats) {
   Reader r(payload);
   *batch = GetStatus(r);
   const uint32_t n = r.GetCount();
   if (!r.ok() || n != items.size()) return Malformed("results header");
   for (BatchItem& item : items) MMS_RETURN_IF_ERROR(GetResult(r, item.result));
-  GetCounters(r, *counters);
+  GetStats(r, *stats);
   if (!r.done()) return Malformed("results");
   return Status::Ok();
 }
@@ -389,20 +406,20 @@ Result<Admission> DecodeAdmit(std::string_view payload) {
   return a;
 }
 
-void EncodeEvent(uint64_t seq, const Result<InferResponse>& result, const Counters& counters,
+void EncodeEvent(uint64_t seq, const Result<InferResponse>& result, const EngineStats& stats,
                  std::string& out) {
   out.clear();
   Put<uint64_t>(out, seq);
   PutResult(out, result);
-  PutCounters(out, counters);
+  PutStats(out, stats);
 }
 
 Status DecodeEvent(std::string_view payload, uint64_t* seq, Result<InferResponse>* result,
-                   Counters* counters) {
+                   EngineStats* stats) {
   Reader r(payload);
   *seq = r.Get<uint64_t>();
   MMS_RETURN_IF_ERROR(GetResult(r, *result));
-  GetCounters(r, *counters);
+  GetStats(r, *stats);
   return r.done() ? Status::Ok() : Malformed("event");
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backend/infer_request.h"
+#include "common/histogram.h"
 #include "common/result.h"
 
 namespace mmserve {
@@ -86,15 +87,22 @@ struct DecodedBatch {
 };
 Result<DecodedBatch> DecodeBatch(std::string_view payload);
 
-// kResults: `batch` (the Execute() status), each item's result, and the session's counters
-// after it (for stats and /metrics).
+// What the engine in a worker says of itself, for stats and /metrics: its counters and its
+// latency histograms (generation's time to first token), as the session reports them.
 using Counters = std::map<std::string, int64_t>;
-void EncodeResults(const Status& batch, BatchView items, const Counters& counters,
+struct EngineStats {
+  Counters counters;
+  std::map<std::string, Histogram> histograms;
+};
+
+// kResults: `batch` (the Execute() status), each item's result, and the engine's stats after
+// it.
+void EncodeResults(const Status& batch, BatchView items, const EngineStats& stats,
                    std::string& out);
-// Fills each of `items`' results, `*batch` with the batch's status and `*counters`; an error
-// when the payload is malformed or holds another number of results than `items`.
+// Fills each of `items`' results, `*batch` with the batch's status and `*stats`; an error when
+// the payload is malformed or holds another number of results than `items`.
 Status DecodeResults(std::string_view payload, BatchView items, Status* batch,
-                     Counters* counters);
+                     EngineStats* stats);
 
 // kAdmit: sequence `seq` of a continuous session; `streaming` when its client takes partial
 // responses. Its deadline and arrival travel as steady-clock times (one clock per host).
@@ -105,12 +113,12 @@ struct Admission {
   std::unique_ptr<InferRequest> request;
 };
 Result<Admission> DecodeAdmit(std::string_view payload);
-// kPartial (always a response) and kDone (a response or a status, and the session's counters
+// kPartial (always a response) and kDone (a response or a status, and the engine's stats
 // after it) of sequence `seq`.
-void EncodeEvent(uint64_t seq, const Result<InferResponse>& result, const Counters& counters,
+void EncodeEvent(uint64_t seq, const Result<InferResponse>& result, const EngineStats& stats,
                  std::string& out);
 Status DecodeEvent(std::string_view payload, uint64_t* seq, Result<InferResponse>* result,
-                   Counters* counters);
+                   EngineStats* stats);
 // kCancel and kInstance: one number.
 std::string EncodeNumber(uint64_t n);
 Result<uint64_t> DecodeNumber(std::string_view payload);

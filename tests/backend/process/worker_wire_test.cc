@@ -59,13 +59,22 @@ TEST(WorkerWireTest, ResultsCarryEachItemsOutcomeAndTheBatchStatus) {
   sent[0].result = response;
   sent[1].result = Status(StatusCode::kInvalidArgument, "input 'X': too long");
   std::string payload;
-  EncodeResults(Status(StatusCode::kInternal, "half failed"), sent, {{"decodes", 7}}, payload);
+  Histogram ttft;
+  ttft.Record(3'000'000);
+  ttft.Record(70'000'000);
+  EncodeResults(Status(StatusCode::kInternal, "half failed"), sent,
+                {{{"decodes", 7}}, {{"time_to_first_token", ttft}}}, payload);
 
   std::vector<BatchItem> got = {{&q}, {&q}};
   Status batch;
-  Counters counters;
-  ASSERT_TRUE(DecodeResults(payload, got, &batch, &counters).ok());
-  EXPECT_EQ(counters, (Counters{{"decodes", 7}}));
+  EngineStats stats;
+  ASSERT_TRUE(DecodeResults(payload, got, &batch, &stats).ok());
+  EXPECT_EQ(stats.counters, (Counters{{"decodes", 7}}));
+  ASSERT_EQ(stats.histograms.size(), 1u);
+  const Histogram& h = stats.histograms["time_to_first_token"];
+  EXPECT_EQ(h.counts, ttft.counts);
+  EXPECT_EQ(h.count, 2);
+  EXPECT_EQ(h.sum_ns, 73'000'000);
   EXPECT_EQ(batch.code(), StatusCode::kInternal);
   EXPECT_EQ(batch.message(), "half failed");
   ASSERT_TRUE(got[0].result.ok());
@@ -75,7 +84,7 @@ TEST(WorkerWireTest, ResultsCarryEachItemsOutcomeAndTheBatchStatus) {
   EXPECT_EQ(got[1].result.status().message(), "input 'X': too long");
 
   std::vector<BatchItem> fewer = {{&q}};
-  EXPECT_FALSE(DecodeResults(payload, fewer, &batch, &counters).ok())
+  EXPECT_FALSE(DecodeResults(payload, fewer, &batch, &stats).ok())
       << "a count that does not match";
 }
 
@@ -149,12 +158,12 @@ TEST(WorkerWireTest, AnAdmissionKeepsItsDeadlineAndWhetherItStreams) {
   for (size_t n = 0; n < payload.size(); ++n) {
     EXPECT_FALSE(DecodeAdmit(std::string_view(payload).substr(0, n)).ok()) << "cut at " << n;
   }
-  EncodeEvent(7, Status(StatusCode::kCancelled, "client left"), {{"tokens", 9}}, payload);
+  EncodeEvent(7, Status(StatusCode::kCancelled, "client left"), {{{"tokens", 9}}, {}}, payload);
   uint64_t seq = 0;
   Result<InferResponse> result = InferResponse{};
-  Counters counters;
-  ASSERT_TRUE(DecodeEvent(payload, &seq, &result, &counters).ok());
-  EXPECT_EQ(counters["tokens"], 9);
+  EngineStats stats;
+  ASSERT_TRUE(DecodeEvent(payload, &seq, &result, &stats).ok());
+  EXPECT_EQ(stats.counters["tokens"], 9);
   EXPECT_EQ(seq, 7u);
   EXPECT_EQ(result.status().code(), StatusCode::kCancelled);
   EXPECT_EQ(*DecodeNumber(EncodeNumber(5)), 5u);

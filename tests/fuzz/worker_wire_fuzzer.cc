@@ -1,7 +1,7 @@
 // Fuzzes what a server reads from a model's worker process and a worker from its server
 // (backend/process/): a worker that crashed mid-write or a bug must yield an error, never a
-// crash. The first byte's low bits pick the decoder, its high bits a batch size; the rest is
-// the payload.
+// crash. The first byte's low four bits pick the decoder, its high bits a batch size; the rest
+// is the payload.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<mmserve::BatchItem> items(data[0] >> 4, mmserve::BatchItem{&request});
   mmserve::Status batch;
   mmserve::EngineStats stats;
-  switch (data[0] & 0x7) {
+  switch ((data[0] & 0xf) % 10) {
     case 0: (void)mmserve::DecodeBatch(payload); break;
     case 1: (void)mmserve::DecodeResults(payload, items, &batch, &stats); break;
     case 2: (void)mmserve::DecodeStatus(payload); break;
@@ -29,6 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)mmserve::DecodeEvent(payload, &seq, &result, &stats);
       break;
     }
+    case 7: (void)mmserve::DecodeQuery(payload); break;
+    case 8: (void)mmserve::DecodeReply(payload); break;
     default: (void)mmserve::DecodeNumber(payload); break;
   }
   return 0;

@@ -369,6 +369,24 @@ TEST(IsolationTest, IsolatedGenerationEqualsInProcessStreamedOrNot) {
   }
   const std::string stats = HttpClient(port).Get("/v2/models/gen-iso/stats").body;
   EXPECT_THAT(stats, HasSubstr("\"generated_tokens\":"));
+  // /tokenize and /detokenize ask the worker's vocabulary: the same answers, the same errors.
+  auto ask = [&](const std::string& path, json body, const std::string& model) {
+    body["model"] = model;
+    auto r = HttpClient(port).Post(path, body.dump());
+    return std::to_string(r.status) + " " + r.body;
+  };
+  const json text = {{"content", "Once upon a time, hello"}, {"with_pieces", true},
+                     {"add_special", true}};
+  const std::string tokens = ask("/tokenize", text, "gen");
+  EXPECT_THAT(tokens, ::testing::StartsWith("200 {\"tokens\":[{"));
+  EXPECT_EQ(ask("/tokenize", text, "gen-iso"), tokens);
+  const json ids = {{"tokens", {1, 2, 300, 4000}}};
+  EXPECT_THAT(ask("/detokenize", ids, "gen"), ::testing::StartsWith("200 "));
+  EXPECT_EQ(ask("/detokenize", ids, "gen-iso"), ask("/detokenize", ids, "gen"));
+  const json bad = {{"tokens", {1, 99999999}}};
+  EXPECT_THAT(ask("/detokenize", bad, "gen-iso"), ::testing::StartsWith("400 "));
+  EXPECT_EQ(ask("/detokenize", bad, "gen-iso"), ask("/detokenize", bad, "gen"));
+
   // Time to first token is measured in the worker and comes back with each sequence's end.
   const std::string metrics = HttpClient(port).Get("/metrics").body;
   const std::string ttft = "mmserve_time_to_first_token_seconds_count{model=\"gen-iso\"";

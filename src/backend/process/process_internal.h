@@ -54,6 +54,7 @@ struct Worker {
   Fd control;
   std::vector<Fd> channels;  // one per instance
   std::vector<SharedRegion> regions;  // one per channel: a batch's tensors and results
+  FrameReader control_reader;  // the replies to tokenizer queries (ProcessSession::query_mu_)
   WorkerFacts facts;
   std::atomic<bool> exited{false};
   std::string exit_reason;  // set once, before `exited`
@@ -112,6 +113,10 @@ class ProcessSession final : public Session {
   // and nothing restarts it.
   void Interrupt() override { (void)::eventfd_write(stop_.get(), 1); }
   std::vector<int> batch_tiers() const override { return facts_.batch_tiers; }
+  // The worker's session answers: a round trip on the control socket, at most kQueryTimeout.
+  Result<std::vector<Token>> Tokenize(std::string_view text, bool add_special,
+                                      bool pieces) const override;
+  Result<std::string> Detokenize(std::span<const int32_t> tokens) const override;
   int64_t context_length() const override { return facts_.context_length; }
   bool executions_share_device() const override { return facts_.executions_share_device; }
   int default_warmup() const override { return facts_.default_warmup; }
@@ -156,12 +161,16 @@ class ProcessSession final : public Session {
   Status Handshake(Worker& worker, bool* hung_up);
   // Waits for `worker` to exit (or the session to stop: then stops it), reaps it and records why.
   void Watch(Worker& worker);
+  // Sends `query` to the serving worker and waits for its reply.
+  Result<TokenizerReply> Ask(TokenizerQuery query) const;
 
   const ModelConfig model_;
   const std::string spec_;
   const Fd stop_;  // readable once the session is being destroyed
   WorkerFacts facts_;  // the first worker's; set before any instance exists
   std::thread supervisor_;
+  mutable Mutex query_mu_;  // one tokenizer query at a time on the control socket
+  mutable uint64_t last_query_ GUARDED_BY(query_mu_) = 0;
   mutable Mutex mu_;
   std::condition_variable_any cv_;
   std::shared_ptr<Worker> current_ GUARDED_BY(mu_);

@@ -41,6 +41,7 @@ constexpr int kQuickRestarts = 3;
 constexpr auto kRestartWindow = 60s;
 constexpr auto kMaxBackoff = 5s;
 constexpr auto kExitGrace = 5s;       // a worker told to stop gets this long before SIGKILL
+constexpr auto kQueryTimeout = 2s;    // a tokenizer query's reply, at most
 
 // The server's log level, as `--log-level` spells it, for its workers.
 std::string LogLevelName() {
@@ -147,6 +148,51 @@ Status ProcessSession::Lost(Worker& worker) {
   return Unavailable(ExitMessage(worker.exit_reason));
 }
 
+Result<TokenizerReply> ProcessSession::Ask(TokenizerQuery query) const {
+  std::shared_ptr<Worker> worker;
+  {
+    MutexLock lock(mu_);
+    if (!failed_.ok()) return failed_;
+    if (!current_) return Unavailable(last_exit_ + "; restarting");
+    worker = current_;
+  }
+  MutexLock lock(query_mu_);
+  query.id = ++last_query_;
+  std::string payload;
+  EncodeQuery(query, payload);
+  const int fd = worker->control.get();
+  MMS_RETURN_IF_ERROR(WriteFrame(fd, FrameKind::kQuery, payload));
+  const auto until = Clock::now() + kQueryTimeout;
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+    if (left <= 0ms || !worker->control_reader.Ready(fd, left)) {
+      return Unavailable("model worker for '" + model_.name + "' did not answer within 2 s");
+    }
+    MMS_ASSIGN_OR_RETURN(FrameKind kind, worker->control_reader.Read(fd, payload));
+    if (kind != FrameKind::kReply) return Internal("model worker answered out of turn");
+    MMS_ASSIGN_OR_RETURN(TokenizerReply reply, DecodeReply(payload));
+    if (reply.id == query.id) return reply;
+    // An older query's reply, which came after that query gave up: skipped.
+  }
+}
+
+Result<std::vector<Session::Token>> ProcessSession::Tokenize(std::string_view text,
+                                                             bool add_special,
+                                                             bool pieces) const {
+  MMS_ASSIGN_OR_RETURN(TokenizerReply reply, Ask({.text = std::string(text),
+                                                  .add_special = add_special,
+                                                  .pieces = pieces}));
+  MMS_RETURN_IF_ERROR(reply.status);
+  return std::move(reply.tokens);
+}
+
+Result<std::string> ProcessSession::Detokenize(std::span<const int32_t> tokens) const {
+  MMS_ASSIGN_OR_RETURN(TokenizerReply reply,
+                       Ask({.detokenize = true, .tokens = {tokens.begin(), tokens.end()}}));
+  MMS_RETURN_IF_ERROR(reply.status);
+  return std::move(reply.text);
+}
+
 Result<std::shared_ptr<Worker>> ProcessSession::Spawn() {
   auto worker = std::make_shared<Worker>();
   const int n = model_.thread_num;
@@ -241,8 +287,9 @@ Status ProcessSession::Handshake(Worker& worker, bool* hung_up) {
 void ProcessSession::Watch(Worker& worker) {
   if (!WaitReadable(worker.pidfd.get(), -1ms, stop_.get()) ||
       !WaitReadable(worker.pidfd.get(), 0ms)) {
-    // Stopping: closing the control socket tells the worker to finish and exit.
-    worker.control.reset();
+    // Stopping: shutting the control socket tells the worker to finish and exit (closed with
+    // the Worker: a tokenizer query may be using it).
+    (void)::shutdown(worker.control.get(), SHUT_RDWR);
     for (auto& c : worker.channels) (void)::shutdown(c.get(), SHUT_RDWR);
     if (!WaitReadable(worker.pidfd.get(), kExitGrace)) worker.Kill();
   }

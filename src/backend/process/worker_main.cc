@@ -110,6 +110,33 @@ void ServeSequences(Session& session, int index, int fd) {
   }
 }
 
+// What the session's tokenizer says to the server's query.
+TokenizerReply AnswerQuery(const Session& session, std::string_view payload) {
+  TokenizerReply reply;
+  auto query = DecodeQuery(payload);
+  if (!query.ok()) {
+    reply.status = query.status();
+    return reply;
+  }
+  reply.id = query->id;
+  if (query->detokenize) {
+    auto text = session.Detokenize(query->tokens);
+    if (text.ok()) reply.text = std::move(*text);
+    reply.status = text.status();
+    return reply;
+  }
+  auto tokens = session.Tokenize(query->text, query->add_special, query->pieces);
+  if (tokens.ok() && tokens->size() > kMaxWireCount) {
+    reply.status = InvalidArgument("content: more than " + std::to_string(kMaxWireCount) +
+                                   " tokens");
+  } else if (tokens.ok()) {
+    reply.tokens = std::move(*tokens);
+  } else {
+    reply.status = tokens.status();
+  }
+  return reply;
+}
+
 // Serves channel `index` with the session's style, then closes it: the server reads its end.
 // Only batches use the channel's shared region: generation's prompts and pieces are small and
 // stream both ways at once, on the socket.
@@ -170,9 +197,14 @@ int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGu
     threads.emplace_back(ServeChannel, std::ref(**session), static_cast<int>(i), args.channels[i],
                          args.regions[i]);
   }
-  std::string ignored;
+  // The control socket: the server's tokenizer queries, until it closes it.
+  std::string query, reply;
   FrameReader control;
-  while (control.Read(args.control, ignored).ok()) {
+  for (auto kind = control.Read(args.control, query); kind.ok();
+       kind = control.Read(args.control, query)) {
+    if (*kind != FrameKind::kQuery) continue;
+    EncodeReply(AnswerQuery(**session, query), reply);
+    if (!WriteFrame(args.control, FrameKind::kReply, reply).ok()) break;
   }
   // The server is done with this model: stop every channel, then tear down in reverse.
   for (int fd : args.channels) (void)::shutdown(fd, SHUT_RDWR);

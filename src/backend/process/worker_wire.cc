@@ -290,7 +290,7 @@ std::optional<uint64_t> FrameReader::BufferedLength(Status* malformed) const {
   const uint32_t zero = r.Get<uint32_t>();
   const uint64_t length = r.Get<uint64_t>();
   if (kind < static_cast<uint32_t>(FrameKind::kInit) ||
-      kind > static_cast<uint32_t>(FrameKind::kDone) || zero != 0) {
+      kind > static_cast<uint32_t>(FrameKind::kReply) || zero != 0) {
     *malformed = Malformed("frame header");
   } else if (length > kMaxFramePayload) {
     *malformed = Malformed("frame longer than 8 GiB");
@@ -421,6 +421,64 @@ Status DecodeEvent(std::string_view payload, uint64_t* seq, Result<InferResponse
   MMS_RETURN_IF_ERROR(GetResult(r, *result));
   GetStats(r, *stats);
   return r.done() ? Status::Ok() : Malformed("event");
+}
+
+void EncodeQuery(const TokenizerQuery& query, std::string& out) {
+  out.clear();
+  Put<uint64_t>(out, query.id);
+  Put<uint8_t>(out, query.detokenize);
+  if (query.detokenize) {
+    Put<uint32_t>(out, static_cast<uint32_t>(query.tokens.size()));
+    for (int32_t t : query.tokens) Put<int32_t>(out, t);
+  } else {
+    Put<uint8_t>(out, query.add_special);
+    Put<uint8_t>(out, query.pieces);
+    PutString(out, query.text);
+  }
+}
+
+Result<TokenizerQuery> DecodeQuery(std::string_view payload) {
+  Reader r(payload);
+  TokenizerQuery q;
+  q.id = r.Get<uint64_t>();
+  q.detokenize = r.Get<uint8_t>() != 0;
+  if (q.detokenize) {
+    q.tokens.resize(r.GetCount());
+    for (int32_t& t : q.tokens) t = r.Get<int32_t>();
+  } else {
+    q.add_special = r.Get<uint8_t>() != 0;
+    q.pieces = r.Get<uint8_t>() != 0;
+    q.text = std::string(r.GetString());
+  }
+  if (!r.done()) return Malformed("tokenizer query");
+  return q;
+}
+
+void EncodeReply(const TokenizerReply& reply, std::string& out) {
+  out.clear();
+  Put<uint64_t>(out, reply.id);
+  PutStatus(out, reply.status);
+  Put<uint32_t>(out, static_cast<uint32_t>(reply.tokens.size()));
+  for (const auto& t : reply.tokens) {
+    Put<int32_t>(out, t.id);
+    PutString(out, t.piece);
+  }
+  PutString(out, reply.text);
+}
+
+Result<TokenizerReply> DecodeReply(std::string_view payload) {
+  Reader r(payload);
+  TokenizerReply reply;
+  reply.id = r.Get<uint64_t>();
+  reply.status = GetStatus(r);
+  reply.tokens.resize(r.GetCount());
+  for (auto& t : reply.tokens) {
+    t.id = r.Get<int32_t>();
+    t.piece = std::string(r.GetString());
+  }
+  reply.text = std::string(r.GetString());
+  if (!r.done()) return Malformed("tokenizer reply");
+  return reply;
 }
 
 std::string EncodeNumber(uint64_t n) {

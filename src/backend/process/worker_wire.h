@@ -4,6 +4,8 @@
 //
 //   control socket   server → worker: kInit (the model's config, JSON)
 //                    worker → server: kReady (signature and facts, JSON) or kFailed (a status)
+//                    server → worker: kQuery (the tokenizer: /tokenize, /detokenize);
+//                    worker → server: kReply, numbered as the query.
 //                    The worker exits when the server closes it.
 //   one per instance server → worker: kBatch (the tier and each request's inputs, outputs asked
 //                    for and parameters); worker → server: kResults (the batch's status, then
@@ -24,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/infer_request.h"
 #include "common/histogram.h"
 #include "common/result.h"
@@ -43,6 +46,8 @@ enum class FrameKind : uint32_t {
   kCancel = 8,    // server → worker: a sequence number
   kPartial = 9,   // worker → server: a sequence number and a partial response
   kDone = 10,     // worker → server: a sequence number and its outcome
+  kQuery = 11,    // server → worker, on the control socket: a TokenizerQuery
+  kReply = 12,    // worker → server, on the control socket: a TokenizerReply
 };
 
 inline constexpr size_t kFrameHeaderBytes = 16;
@@ -119,6 +124,27 @@ void EncodeEvent(uint64_t seq, const Result<InferResponse>& result, const Engine
                  std::string& out);
 Status DecodeEvent(std::string_view payload, uint64_t* seq, Result<InferResponse>* result,
                    EngineStats* stats);
+// kQuery: the worker's session tokenizes a text or detokenizes token ids for the server.
+struct TokenizerQuery {
+  uint64_t id = 0;  // the server's number for it, which the reply repeats
+  bool detokenize = false;
+  std::string text;  // to tokenize
+  bool add_special = false;
+  bool pieces = false;
+  std::vector<int32_t> tokens;  // to detokenize
+};
+void EncodeQuery(const TokenizerQuery& query, std::string& out);
+Result<TokenizerQuery> DecodeQuery(std::string_view payload);
+// kReply: the query's number and its outcome — the tokens, the text, or why not.
+struct TokenizerReply {
+  uint64_t id = 0;
+  Status status;
+  std::vector<Session::Token> tokens;
+  std::string text;
+};
+void EncodeReply(const TokenizerReply& reply, std::string& out);
+Result<TokenizerReply> DecodeReply(std::string_view payload);
+
 // kCancel and kInstance: one number.
 std::string EncodeNumber(uint64_t n);
 Result<uint64_t> DecodeNumber(std::string_view payload);

@@ -170,6 +170,37 @@ TEST(WorkerWireTest, AnAdmissionKeepsItsDeadlineAndWhetherItStreams) {
   EXPECT_FALSE(DecodeNumber("abc").ok());
 }
 
+TEST(WorkerWireTest, TokenizerQueriesAndRepliesSurviveTheTripAndTruncationIsAnError) {
+  std::string payload;
+  EncodeQuery({.id = 5, .text = "héllo", .add_special = true, .pieces = true}, payload);
+  auto q = DecodeQuery(payload);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->id, 5u);
+  EXPECT_FALSE(q->detokenize);
+  EXPECT_EQ(q->text, "héllo");
+  EXPECT_TRUE(q->add_special && q->pieces);
+  for (size_t n = 0; n < payload.size(); ++n) EXPECT_FALSE(DecodeQuery(payload.substr(0, n)).ok());
+  EncodeQuery({.id = 6, .detokenize = true, .tokens = {1, -2, 300}}, payload);
+  q = DecodeQuery(payload);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->tokens, (std::vector<int32_t>{1, -2, 300}));
+
+  EncodeReply({.id = 6, .tokens = {{7, "he"}, {8, "llo"}}, .text = "x"}, payload);
+  auto r = DecodeReply(payload);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->id, 6u);
+  EXPECT_TRUE(r->status.ok());
+  ASSERT_EQ(r->tokens.size(), 2u);
+  EXPECT_EQ(r->tokens[1].id, 8);
+  EXPECT_EQ(r->tokens[1].piece, "llo");
+  EXPECT_EQ(r->text, "x");
+  for (size_t n = 0; n < payload.size(); ++n) EXPECT_FALSE(DecodeReply(payload.substr(0, n)).ok());
+  EncodeReply({.id = 9, .status = InvalidArgument("tokens[1]: out of range")}, payload);
+  r = DecodeReply(payload);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status.message(), "tokens[1]: out of range");
+}
+
 TEST(WorkerWireTest, TheSpecKeepsWhatShapesTheLoadAndGarbageIsAnError) {
   ModelConfig m;
   m.name = "emb";

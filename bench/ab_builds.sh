@@ -2,8 +2,11 @@
 # A/B of two mmserve binaries (a refactor must not cost speed): both serve the same models at
 # once on 127.0.0.1 and bench/loadgen alternates between them, round after round (the order
 # flips every round), so that the machine's drift falls on both alike. Scenarios: H1's identity
-# request (1 KB INT32) by a worker at 16 clients and at 1, and inline at 16; P1 tiny (bert-tiny, one text per
-# request, 64 clients) over KServe and over OpenAI /v1/embeddings. Reported: answers/s per round
+# request (1 KB INT32) by a worker at 16 clients and at 1, and inline at 16; the same model
+# isolated (`isolation: process`, max_batch 8) with the 1 KB request at 16 clients, and an
+# isolated echo of a 1 MiB text at 4;
+# P1 tiny (bert-tiny, one text per request, 64 clients) over KServe and over OpenAI
+# /v1/embeddings. Reported: answers/s per round
 # and their ratio (B / A), medians, and each server's CPU time per answer (utime + stime from
 # /proc over the run, warm-up included, divided by the answers over the same span), and p50.
 #   bench/ab_builds.sh A_BINARY B_BINARY   (BENCH_SECONDS=5 BENCH_ROUNDS=4; BENCH_ONLY=REGEX
@@ -27,6 +30,15 @@ models:
     backend: identity
     thread_num: 1
     params: {tensors: [{input: X, output: Y, datatype: INT32}]}
+  - name: echo_isolated
+    backend: identity
+    isolation: process
+    max_batch: 8
+    params: {tensors: [{input: X, output: Y, datatype: INT32}]}
+  - name: text_isolated
+    backend: identity
+    isolation: process
+    params: {tensors: [{input: TEXT, output: ECHO, datatype: BYTES, shape: [-1]}]}
   - name: echo_inline
     backend: identity
     execution: inline
@@ -48,6 +60,8 @@ json.dump({"inputs": [{"name": "X", "datatype": "INT32", "shape": [140], "data":
 json.dump({"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": [text]}]},
           open(f"{tmp}/kserve.json", "w"))
 json.dump({"model": "embedder", "input": text}, open(f"{tmp}/openai.json", "w"))
+json.dump({"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": ["x" * (1 << 20)]}]},
+          open(f"{tmp}/text-1mib.json", "w"))
 PY
 
 declare -A PORT PID
@@ -66,6 +80,8 @@ SCENARIOS=(
   "kserve-echo-worker|/v2/models/echo/infer|echo.json|\"Y\"|16"
   "kserve-echo-worker-1-client|/v2/models/echo/infer|echo.json|\"Y\"|1"
   "kserve-echo-inline|/v2/models/echo_inline/infer|echo.json|\"Y\"|16"
+  "kserve-echo-isolated|/v2/models/echo_isolated/infer|echo.json|\"Y\"|16"
+  "kserve-text-isolated-1mib|/v2/models/text_isolated/infer|text-1mib.json|\"ECHO\"|4"
   "kserve-embeddings|/v2/models/embedder/infer|kserve.json|EMBEDDING|64"
   "openai-embeddings|/v1/embeddings|openai.json|embedding|64"
 )

@@ -7,12 +7,15 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,8 +54,8 @@ class Server {
   ServerProcess process_;
 };
 
-// The worker processes `server` started, alive or zombie, found through /proc by their command
-// line (`mmserve worker --parent <server>`).
+// The live worker processes `server` started, found through /proc by their command line
+// (`mmserve worker --parent <server>`; a zombie's is empty: Zombies() finds those).
 std::vector<pid_t> Workers(pid_t server) {
   std::vector<pid_t> out;
   const std::string needle = std::string("worker") + '\0' + "--parent" + '\0' +
@@ -63,6 +66,26 @@ std::vector<pid_t> Workers(pid_t server) {
     std::ifstream in(entry.path() / "cmdline");
     std::string cmdline((std::istreambuf_iterator<char>(in)), {});
     if (cmdline.find(needle) != std::string::npos) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// The children of `server` that exited and were never reaped (state Z in /proc/<pid>/stat).
+std::vector<pid_t> Zombies(pid_t server) {
+  std::vector<pid_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (state == "Z" && ppid == server) out.push_back(std::stoi(name));
   }
   return out;
 }
@@ -167,6 +190,19 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
                 "      crash_on: boom\n      crash_signal: abort\n");
   ASSERT_TRUE(server.process().Start()) << server.process().Log();
   const pid_t pid = server.process().pid();
+  {
+    // The zombie check sees one when there is one: this test's own child, not yet reaped.
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    bool seen = false;
+    for (int i = 0; i < 200 && !seen; ++i) {
+      const auto zombies = Zombies(::getpid());
+      seen = std::find(zombies.begin(), zombies.end(), child) != zombies.end();
+      if (!seen) std::this_thread::sleep_for(5ms);
+    }
+    EXPECT_TRUE(seen);
+    ::waitpid(child, nullptr, 0);
+  }
   HttpClient client(server.process().port());
   ASSERT_EQ(client.Post("/v2/models/iso/infer", TextBody("warm")).status, 200);
   ASSERT_EQ(client.Post("/v2/models/aborts/infer", TextBody("warm")).status, 200);
@@ -186,7 +222,8 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
   EXPECT_LT(UntilServing(client, "aborts"), 10s);
 
   const auto workers = Workers(pid);
-  EXPECT_EQ(workers.size(), 2u) << "one live worker per isolated model, no zombie";
+  EXPECT_EQ(workers.size(), 2u) << "one live worker per isolated model";
+  EXPECT_THAT(Zombies(pid), ::testing::IsEmpty()) << "every dead worker reaped";
   // `doctor` names them under the device their server holds.
   auto [code, doctor] = ServerProcess::Run({"doctor", "--lock-dir", server.lock_dir().string()});
   EXPECT_EQ(code, 0);

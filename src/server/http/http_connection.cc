@@ -477,11 +477,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return net::dispatch(stream_.get_executor(), std::move(task));
     }
     t_answering = this;
+    // When it did not answer after all (or threw), the claim goes back: the strand answers.
+    struct Unclaim {
+      Connection* self;
+      ~Unclaim() {
+        if (t_answering != self) return;
+        t_answering = nullptr;
+        self->answer_state_.store(kPending, std::memory_order_release);
+      }
+    } unclaim{this};
     task();
-    if (t_answering == this) {  // it did not answer after all: the strand will
-      t_answering = nullptr;
-      answer_state_.store(kPending, std::memory_order_release);
-    }
   }
 
   // Writes the claimed answer from this thread, as much as the socket takes now without

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/process/fd.h"
 #include "backend/process/shared_region.h"
 #include "backend/process/worker_spec.h"
 #include "backend/process/worker_wire.h"
@@ -25,26 +26,6 @@
 #include "config/model_config.h"
 
 namespace mmserve {
-
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) reset(std::exchange(o.fd_, -1));
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // One started worker process: its pid (reaped by the supervisor only), its pidfd, and the
 // server's ends of its sockets.

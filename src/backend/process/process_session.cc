@@ -166,7 +166,8 @@ Result<TokenizerReply> ProcessSession::Ask(TokenizerQuery query) const {
   for (;;) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
     if (left <= 0ms || !worker->control_reader.Ready(fd, left)) {
-      return Unavailable("model worker for '" + model_.name + "' did not answer within 2 s");
+      return Unavailable("model worker for '" + model_.name + "' did not answer within " +
+                         std::to_string(std::chrono::milliseconds(kQueryTimeout).count()) + " ms");
     }
     MMS_ASSIGN_OR_RETURN(FrameKind kind, worker->control_reader.Read(fd, payload));
     if (kind != FrameKind::kReply) return Internal("model worker answered out of turn");

@@ -26,34 +26,7 @@ size_t RegionBytes(uint64_t bytes) {
 
 }  // namespace
 
-SharedRegion::SharedRegion(SharedRegion&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)),
-      map_(std::exchange(other.map_, nullptr)),
-      mapped_(std::exchange(other.mapped_, 0)),
-      file_(std::exchange(other.file_, 0)),
-      last_(std::exchange(other.last_, 0)) {}
-
-SharedRegion& SharedRegion::operator=(SharedRegion&& other) noexcept {
-  if (this != &other) {
-    Release();
-    fd_ = std::exchange(other.fd_, -1);
-    map_ = std::exchange(other.map_, nullptr);
-    mapped_ = std::exchange(other.mapped_, 0);
-    file_ = std::exchange(other.file_, 0);
-    last_ = std::exchange(other.last_, 0);
-  }
-  return *this;
-}
-
-SharedRegion::~SharedRegion() { Release(); }
-
-void SharedRegion::Release() {
-  if (map_) ::munmap(map_, mapped_);
-  if (fd_ >= 0) ::close(fd_);
-  map_ = nullptr;
-  mapped_ = 0;
-  fd_ = -1;
-}
+void Unmap::operator()(char* at) const { ::munmap(at, bytes); }
 
 Result<SharedRegion> SharedRegion::Create() {
   const int fd = ::memfd_create("mmserve-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -80,17 +53,17 @@ Result<SharedRegion> SharedRegion::Adopt(int fd) {
 
 Result<size_t> SharedRegion::FileBytes() const {
   struct stat st{};
-  if (::fstat(fd_, &st) != 0) return Failed("fstat");
+  if (::fstat(fd_.get(), &st) != 0) return Failed("fstat");
   return static_cast<size_t>(st.st_size);
 }
 
 Status SharedRegion::Map(size_t bytes) {
-  if (bytes <= mapped_) return Status::Ok();
-  void* at = map_ ? ::mremap(map_, mapped_, bytes, MREMAP_MAYMOVE)
-                  : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (bytes <= mapped()) return Status::Ok();
+  void* at = map_ ? ::mremap(map_.get(), mapped(), bytes, MREMAP_MAYMOVE)
+                  : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
   if (at == MAP_FAILED) return Failed(map_ ? "mremap" : "mmap");
-  map_ = static_cast<char*>(at);
-  mapped_ = bytes;
+  (void)map_.release();  // remapped: the old address is no longer there to unmap
+  map_ = std::unique_ptr<char, Unmap>(static_cast<char*>(at), Unmap{bytes});
   return Status::Ok();
 }
 
@@ -101,24 +74,24 @@ Status SharedRegion::Put(std::string_view payload) {
   if (file_ < want) {
     MMS_ASSIGN_OR_RETURN(file_, FileBytes());  // the peer may have grown it
     if (file_ < want) {
-      if (::ftruncate(fd_, static_cast<off_t>(want)) != 0) return Failed("ftruncate");
+      if (::ftruncate(fd_.get(), static_cast<off_t>(want)) != 0) return Failed("ftruncate");
       file_ = want;
     }
   }
   if (n <= kInitialBytes && last_ > kInitialBytes) {
     // The large payload before this one has been read: its pages beyond the first go back.
-    (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+    (void)::fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                       static_cast<off_t>(kInitialBytes), static_cast<off_t>(file_ - kInitialBytes));
   }
   MMS_RETURN_IF_ERROR(Map(want));
-  if (n > 0) std::memcpy(map_, payload.data(), n);
+  if (n > 0) std::memcpy(map_.get(), payload.data(), n);
   last_ = n;
   return Status::Ok();
 }
 
 Result<std::string_view> SharedRegion::Get(uint64_t length) {
   if (length > kMaxFramePayload) return InvalidArgument("shared memory: a payload over 8 GiB");
-  if (length > mapped_) {
+  if (length > mapped()) {
     // The peer grew the region; the seal keeps it from shrinking again after this check.
     MMS_ASSIGN_OR_RETURN(file_, FileBytes());
     if (file_ < length) {
@@ -128,12 +101,12 @@ Result<std::string_view> SharedRegion::Get(uint64_t length) {
     MMS_RETURN_IF_ERROR(Map(std::min(file_, RegionBytes(length))));
   }
   last_ = length;
-  return std::string_view(map_, static_cast<size_t>(length));
+  return std::string_view(map_.get(), static_cast<size_t>(length));
 }
 
 int64_t SharedRegion::allocated_bytes() const {
   struct stat st{};
-  return ::fstat(fd_, &st) == 0 ? static_cast<int64_t>(st.st_blocks) * 512 : 0;
+  return ::fstat(fd_.get(), &st) == 0 ? static_cast<int64_t>(st.st_blocks) * 512 : 0;
 }
 
 Status WriteShared(int fd, SharedRegion& region, FrameKind kind, std::string_view payload) {

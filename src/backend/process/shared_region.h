@@ -17,9 +17,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
+#include "backend/process/fd.h"
 #include "common/result.h"
 
 namespace mmserve {
@@ -27,16 +29,17 @@ namespace mmserve {
 class FrameReader;
 enum class FrameKind : uint32_t;
 
+// Unmaps a mapping of `bytes` (SharedRegion's, as a unique_ptr's deleter).
+struct Unmap {
+  size_t bytes = 0;
+  void operator()(char* at) const;
+};
+
 class SharedRegion {
  public:
   static constexpr size_t kInitialBytes = size_t{1} << 20;
 
   SharedRegion() = default;
-  SharedRegion(SharedRegion&& other) noexcept;
-  SharedRegion& operator=(SharedRegion&& other) noexcept;
-  SharedRegion(const SharedRegion&) = delete;
-  SharedRegion& operator=(const SharedRegion&) = delete;
-  ~SharedRegion();
 
   // The server's: a new memfd of kInitialBytes, sealed against shrinking.
   static Result<SharedRegion> Create();
@@ -44,7 +47,7 @@ class SharedRegion {
   // when `fd` is not a memfd sealed against shrinking.
   static Result<SharedRegion> Adopt(int fd);
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   // Copies `payload` to the region's start, growing it when it is too small.
   Status Put(std::string_view payload);
   // The `length` bytes the peer put there. InvalidArgument when the region is shorter (the
@@ -57,12 +60,11 @@ class SharedRegion {
   explicit SharedRegion(int fd) : fd_(fd) {}
   // Maps at least `bytes` of the file, whose size is at least that.
   Status Map(size_t bytes);
+  size_t mapped() const { return map_.get_deleter().bytes; }
   Result<size_t> FileBytes() const;
-  void Release();
 
-  int fd_ = -1;
-  char* map_ = nullptr;
-  size_t mapped_ = 0;
+  Fd fd_;
+  std::unique_ptr<char, Unmap> map_;  // after fd_: unmapped before it closes
   size_t file_ = 0;    // the file's size when last seen (it only grows)
   uint64_t last_ = 0;  // the length of the last payload either side put
 };

@@ -3,7 +3,8 @@
 # process and in a worker process, side by side in one server, in alternating rounds. Identity
 # with a 1 KB JSON request (the serving path's cost is all there is: the worst case) at C
 # clients and at 1 (added p50), the same with max_batch 8 (a round trip to the worker carries
-# what queued meanwhile), and the bert embedder at C clients (compute-bound). Then an
+# what queued meanwhile, in batches of max_batch, up to 8 batches), and the bert embedder at C
+# clients (compute-bound). Then an
 # isolated worker killed under load (the other model's p99 before and during, the time to
 # serve again), and the RSS of one idle isolated model's worker.
 #   bench/isolation.sh [tiny|base]   (BENCH_SECONDS=5 BENCH_CONCURRENCY=16 BENCH_ROUNDS=3)

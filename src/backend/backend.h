@@ -82,6 +82,9 @@ class YieldPoint {
   virtual void Yield() = 0;
 };
 
+// The most batches one Instance::ExecuteEach() call takes.
+inline constexpr int kMaxBatchesPerCall = 8;
+
 class Instance {
  public:
   virtual ~Instance() = default;
@@ -91,6 +94,17 @@ class Instance {
   // Runs one batch, filling each item's result. A non-OK return fails every request in the
   // batch with that status. Called only from the instance's own worker thread.
   virtual Status Execute(Execution& execution) = 0;
+  // Runs several batches in one call, each with a status of its own (`statuses[i]` for
+  // `batches[i]`; the scheduler gives at most batches_per_call() of them, each at most max_batch
+  // requests at its own tier). For an engine behind a costly crossing (an isolated model's worker
+  // process): one round trip carries what queued, and the engine still sees batches of the
+  // configured size. By default one Execute() after the other.
+  virtual void ExecuteEach(std::span<Execution> batches, std::span<Status> statuses) {
+    for (size_t i = 0; i < batches.size(); ++i) statuses[i] = Execute(batches[i]);
+  }
+  // How many batches the next call may take (at most kMaxBatchesPerCall): 1 unless reaching the
+  // engine costs more than the engine's own work.
+  virtual int batches_per_call() const { return 1; }
   // Asks the execution in progress to return as soon as it can (the watchdog found it hung);
   // the worker then destroys this instance and creates a fresh one. Returns false when the
   // engine cannot be interrupted. Any thread; the instance outlives the call.

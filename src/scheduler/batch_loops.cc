@@ -3,6 +3,8 @@
 // continuous worker admits requests into its instance's free slots and steps every admitted
 // sequence at once (a generator's token step). Both give way to more important models at the
 // PriorityGate and restart an instance the watchdog aborted.
+#include <algorithm>
+
 #include "scheduler/model_scheduler.h"
 #include "scheduler/model_scheduler_internal.h"
 
@@ -54,6 +56,18 @@ bool ModelScheduler::WaitForBatch(std::unique_lock<std::mutex>& lock, std::stop_
   return !stop.stop_requested() && queued_ > 0;
 }
 
+// Splits `items` into batches of at most `max_batch` (the engine's batch size; an instance
+// that takes several per call still runs each on its own), each at its tier.
+std::vector<Execution> ModelScheduler::SplitIntoBatches(BatchView items, size_t max_batch) const {
+  // Made in place (an Execution holds an atomic): sized once, never moved.
+  std::vector<Execution> batches((items.size() + max_batch - 1) / max_batch);
+  for (size_t k = 0; k < batches.size(); ++k) {
+    batches[k].items = items.subspan(k * max_batch, std::min(max_batch, items.size() - k * max_batch));
+    batches[k].tier = TierFor(batches[k].items.size());
+  }
+  return batches;
+}
+
 void ModelScheduler::BatchLoop(std::stop_token stop, int index,
                                std::unique_ptr<Instance> instance) {
   const size_t max_batch = static_cast<size_t>(options_.max_batch);
@@ -73,7 +87,8 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
       continue;  // another worker took them
     }
     std::vector<std::pair<std::unique_ptr<Pending>, Status>> dead;
-    auto batch = TakeRequests(max_batch, dead);
+    const auto calls = static_cast<size_t>(std::clamp(instance->batches_per_call(), 1, kMaxBatchesPerCall));
+    auto batch = TakeRequests(max_batch * calls, dead);
     const auto start = Clock::now();
     running = Running{.active = true, .start = start, .deadline = Clock::time_point::min()};
     for (auto& p : batch) {
@@ -85,8 +100,8 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     // Made in place: a temporary BatchItem moved in trips GCC 12's maybe-uninitialized.
     items.resize(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) items[i].request = batch[i]->request.get();
-    Execution execution{.items = BatchView(items), .tier = TierFor(batch.size())};
-    running.execution = &execution;
+    std::vector<Execution> executions = SplitIntoBatches(items, max_batch);
+    running.execution = executions.empty() ? nullptr : &executions[0];
     running.batch = static_cast<int>(batch.size());
     running.instance = instance.get();
     if (batch.empty()) running.active = false;
@@ -98,7 +113,12 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
       lock.lock();
       continue;
     }
-    Status status = instance->Execute(execution);
+    std::vector<Status> statuses(executions.size());
+    if (executions.size() == 1) {
+      statuses[0] = instance->Execute(executions[0]);
+    } else {
+      instance->ExecuteEach(executions, statuses);
+    }
     const auto end = Clock::now();
 
     // Take back the callbacks the watchdog has not already answered.
@@ -113,9 +133,10 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     lock.unlock();
     if (options_.hold_partial_batches) cv_.notify_all();  // a held worker may go now
 
-    CountExecution(execution, end - start);
+    for (const Execution& e : executions) CountExecution(e, (end - start) / static_cast<int64_t>(executions.size()));
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!dones[i]) continue;  // the watchdog answered it
+      Status& status = statuses[i / max_batch];
       Finish(batch[i]->ledger, std::move(dones[i]),
              end > batch[i]->deadline ? Overrun(*batch[i], end)
              : status.ok()            ? std::move(items[i].result)

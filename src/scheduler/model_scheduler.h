@@ -202,6 +202,8 @@ class ModelScheduler {
   void Deliver(uint64_t seq, InferCallback done, Result<InferResponse> result);
   // Statistics of one execution of a batch (its requests, its tier, its compute time).
   void CountExecution(const Execution& execution, Clock::duration took);
+  // `items` as the batches of at most `max_batch` one call executes (see Instance::ExecuteEach).
+  std::vector<Execution> SplitIntoBatches(BatchView items, size_t max_batch) const;
   void OnContinuousDone(int worker, Pending* p, Result<InferResponse> result);
   // Inline mode: executes `p` (admitted, counted executing) on this thread and finishes it.
   void ExecuteInline(std::unique_ptr<Pending> p);

@@ -294,6 +294,44 @@ TEST(IsolationTest, TensorsOfAnySizeCrossTheSharedRegionExactly) {
   EXPECT_THAT(server.process().Log(), ::testing::Not(HasSubstr("restarted")));
 }
 
+// Under concurrent load a round trip to the worker carries what queued meanwhile, as several
+// batches of max_batch (1 here): each client still gets its own answer, and the engine still
+// sees batches of one.
+TEST(IsolationTest, ARoundTripCarriesSeveralBatchesAndEveryClientGetsItsOwnAnswer) {
+  Server server(std::string("models:\n  - name: iso\n    isolation: process") + kEcho);
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  const int port = server.process().port();
+  constexpr int kClients = 16, kEach = 50;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      HttpClient client(port);
+      for (int i = 0; i < kEach; ++i) {
+        const std::string text = "client " + std::to_string(c) + " request " + std::to_string(i);
+        auto r = client.Post("/v2/models/iso/infer", TextBody(text));
+        auto out = json::parse(r.body, nullptr, false);
+        if (r.status == 200 && out["outputs"][0]["data"][0] == text) {
+          ++ok;
+        } else {
+          ADD_FAILURE() << r.status << " " << r.body;
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok, kClients * kEach);
+  HttpClient client(port);
+  auto stats = json::parse(client.Get("/v2/models/iso/stats").body, nullptr, false);
+  const json& model = stats["model_stats"][0];
+  const int64_t executions = model["execution_count"].get<int64_t>();
+  const int64_t round_trips = model["mmserve"]["counters"]["worker_round_trips"].get<int64_t>();
+  EXPECT_EQ(executions, model["inference_count"].get<int64_t>()) << "every batch held one";
+  EXPECT_LT(round_trips, executions) << "no round trip carried more than one batch";
+  EXPECT_GE(round_trips * 8, executions) << "at most kMaxBatchesPerCall (8) per round trip";
+  std::cout << executions << " batches in " << round_trips << " round trips\n";
+}
+
 TEST(IsolationTest, AHungExecutionKillsTheWorkerAndTheModelServesAgain) {
   // The watchdog takes the model out of service (breaker) as for any hang; with the worker
   // killed and restarted, the cooldown is all it takes to serve again.

@@ -46,7 +46,9 @@ class FakeSession final : public Session {
   std::vector<std::string> executed_ids;   // guarded by mu
   int instances = 0;                       // guarded by mu
   std::vector<std::thread::id> threads;    // guarded by mu: who ran each execution
+  std::vector<size_t> calls;               // guarded by mu: batches per ExecuteEach()
   bool fail_instances = false;
+  int batches_per_call = 1;
   bool inline_ok = false;
 
  private:
@@ -86,6 +88,14 @@ class FakeInstance final : public Instance {
     for (auto& item : execution.items) item.result = InferResponse{};
     return Status::Ok();
   }
+  void ExecuteEach(std::span<Execution> batches, std::span<Status> statuses) override {
+    {
+      std::lock_guard lock(s_.mu);
+      s_.calls.push_back(batches.size());
+    }
+    Instance::ExecuteEach(batches, statuses);
+  }
+  int batches_per_call() const override { return s_.batches_per_call; }
   bool Abort() override {
     std::lock_guard lock(s_.mu);
     aborted_ = true;
@@ -285,6 +295,42 @@ TEST(ModelSchedulerTest, AFormedBatchRunsAtTheSmallestTierThatHoldsIt) {
   EXPECT_EQ(stats.batches.at(8).executions, 1);
   EXPECT_EQ(stats.inference_count, 10);
   EXPECT_EQ(stats.execution_count, 4);
+}
+
+// An instance behind a costly crossing takes what queued in one call, as several batches: each
+// at most max_batch at its own tier, each failing or succeeding on its own.
+TEST(ModelSchedulerTest, AnInstanceMayTakeSeveralBatchesPerCallEachOnItsOwn) {
+  FakeSession session;
+  session.batches_per_call = 3;
+  auto opts = Opts(2);
+  opts.batch_tiers = {1, 2};
+  auto scheduler = ModelScheduler::Create(opts, session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome first;
+  OccupyWorker(**scheduler, session, first);
+  const std::vector<std::string> ids = {"a", "b", "fail", "d", "e", "f", "g"};
+  std::vector<Outcome> outcomes(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_TRUE((*scheduler)->Enqueue(Request(outcomes[i], ids[i])).ok());
+  }
+  session.Release();
+  EXPECT_TRUE(first.future.get().ok());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Status s = outcomes[i].future.get();
+    EXPECT_EQ(s.code(), i == 2 || i == 3 ? StatusCode::kInternal : StatusCode::kOk) << ids[i];
+  }
+  {
+    std::lock_guard lock(session.mu);
+    EXPECT_THAT(session.calls, ElementsAre(3));  // [a b] [fail d] [e f]; then [g] alone
+    EXPECT_THAT(session.batch_sizes, ElementsAre(1, 2, 2, 2, 1));
+    EXPECT_THAT(session.tiers, ElementsAre(1, 2, 2, 2, 1));
+    EXPECT_EQ(session.executed_ids, (std::vector<std::string>{"first", "a", "b", "fail", "d",
+                                                              "e", "f", "g"}));
+  }
+  const SchedulerStats stats = (*scheduler)->stats();
+  EXPECT_EQ(stats.execution_count, 5);
+  EXPECT_EQ(stats.inference_count, 8);
+  EXPECT_EQ(stats.batches.at(2).executions, 3);
 }
 
 TEST(ModelSchedulerTest, HigherLevelsGoFirstAndEachLevelIsFifo) {

@@ -106,12 +106,14 @@ class ProcessSession final : public Session {
     return failed_;
   }
   // The engine's, as the worker last reported them (they restart from zero with it), and the
-  // worker's pid and restarts.
+  // worker's pid and restarts; batch style, the round trips to it (one carries one or more
+  // batches: Instance::ExecuteEach).
   std::map<std::string, int64_t> counters() const override {
     MutexLock lock(mu_);
     Counters out = engine_.counters;
     out["worker_pid"] = current_ ? current_->pid : 0;
     out["worker_restarts"] = restarts_;
+    if (!facts_.continuous) out["worker_round_trips"] = round_trips_;
     return out;
   }
   // Likewise: generation's time to first token and per output token, measured in the worker.
@@ -122,6 +124,12 @@ class ProcessSession final : public Session {
   void set_engine_stats(const EngineStats& stats) {
     MutexLock lock(mu_);
     engine_ = stats;
+  }
+  // A batch instance's round trip came back with the engine's stats.
+  void RoundTripDone(const EngineStats& stats) {
+    MutexLock lock(mu_);
+    engine_ = stats;
+    ++round_trips_;
   }
 
   // The worker serving now; while it restarts, waits for it until `until`. Unavailable with the
@@ -159,6 +167,7 @@ class ProcessSession final : public Session {
   Status failed_ GUARDED_BY(mu_);
   std::string last_exit_ GUARDED_BY(mu_);
   int64_t restarts_ GUARDED_BY(mu_) = 0;
+  int64_t round_trips_ GUARDED_BY(mu_) = 0;
   EngineStats engine_ GUARDED_BY(mu_);
   mutable Clock::time_point measured_at_ GUARDED_BY(mu_);
   mutable int64_t measured_ GUARDED_BY(mu_) = 0;

@@ -35,19 +35,30 @@ void ServeBatches(Session& session, int index, int fd, int region_fd) {
     std::string_view in;
     auto kind = ReadShared(fd, reader, *region, scratch, &in);
     if (!kind.ok()) return;  // the server closed it, or sent nonsense: either way, done
-    auto batch = *kind == FrameKind::kBatch ? DecodeBatch(in)
-                                            : Result<DecodedBatch>(Internal("not a batch"));
-    if (!batch.ok()) {
-      spdlog::error("worker instance {}: {}", index, batch.status().ToString());
+    auto batches = *kind == FrameKind::kBatch
+                       ? DecodeBatches(in)
+                       : Result<std::vector<DecodedBatch>>(Internal("not a batch"));
+    if (!batches.ok()) {
+      spdlog::error("worker instance {}: {}", index, batches.status().ToString());
       return;  // the server sees the channel close and restarts the worker
     }
-    std::vector<BatchItem> items;
-    items.reserve(batch->requests.size());
-    for (const auto& request : batch->requests) items.push_back({request.get()});
-    Execution execution{.items = items, .tier = batch->tier};
-    const Status status =
-        instance.ok() ? (*instance)->Execute(execution) : instance.status();
-    EncodeResults(status, items, {session.counters(), session.histograms()}, out);
+    // Each batch runs on its own, as it would in the server's process.
+    std::vector<std::vector<BatchItem>> items(batches->size());
+    std::vector<Execution> executions(batches->size());  // made in place: holds an atomic
+    std::vector<Status> statuses(batches->size());
+    for (size_t b = 0; b < batches->size(); ++b) {
+      const auto& requests = (*batches)[b].requests;
+      items[b].resize(requests.size());  // in place: a moved temporary trips GCC 12's warning
+      for (size_t i = 0; i < requests.size(); ++i) items[b][i].request = requests[i].get();
+      executions[b].items = items[b];
+      executions[b].tier = (*batches)[b].tier;
+    }
+    if (!instance.ok()) {
+      std::fill(statuses.begin(), statuses.end(), instance.status());
+    } else {
+      (*instance)->ExecuteEach(executions, statuses);
+    }
+    EncodeResults(executions, statuses, {session.counters(), session.histograms()}, out);
     if (!WriteShared(fd, *region, FrameKind::kResults, out).ok()) return;
   }
 }

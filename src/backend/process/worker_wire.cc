@@ -340,43 +340,59 @@ Status DecodeStatus(std::string_view payload) {
   return s;
 }
 
-void EncodeBatch(int tier, BatchView items, std::string& out) {
+void EncodeBatches(std::span<const Execution> batches, std::string& out) {
   out.clear();
-  Put<int32_t>(out, tier);
-  Put<uint32_t>(out, static_cast<uint32_t>(items.size()));
-  for (const BatchItem& item : items) PutRequest(out, *item.request);
+  Put<uint32_t>(out, static_cast<uint32_t>(batches.size()));
+  for (const Execution& batch : batches) {
+    Put<int32_t>(out, batch.tier);
+    Put<uint32_t>(out, static_cast<uint32_t>(batch.items.size()));
+    for (const BatchItem& item : batch.items) PutRequest(out, *item.request);
+  }
 }
 
-Result<DecodedBatch> DecodeBatch(std::string_view payload) {
+Result<std::vector<DecodedBatch>> DecodeBatches(std::string_view payload) {
   Reader r(payload);
-  DecodedBatch batch;
-  batch.tier = r.Get<int32_t>();
-  const uint32_t n = r.GetCount();
-  if (!r.ok() || n == 0 || batch.tier < 0) return Malformed("batch header");
-  for (uint32_t i = 0; i < n; ++i) {
-    MMS_ASSIGN_OR_RETURN(auto q, GetRequest(r));
-    batch.requests.push_back(std::move(q));
+  const uint32_t count = r.GetCount();
+  if (!r.ok() || count == 0 || count > static_cast<uint32_t>(kMaxBatchesPerCall)) return Malformed("batches header");
+  std::vector<DecodedBatch> batches(count);
+  for (DecodedBatch& batch : batches) {
+    batch.tier = r.Get<int32_t>();
+    const uint32_t n = r.GetCount();
+    if (!r.ok() || n == 0 || batch.tier < 0) return Malformed("batch header");
+    for (uint32_t i = 0; i < n; ++i) {
+      MMS_ASSIGN_OR_RETURN(auto q, GetRequest(r));
+      batch.requests.push_back(std::move(q));
+    }
   }
   if (!r.done()) return Malformed("batch");
-  return batch;
+  return batches;
 }
 
-void EncodeResults(const Status& batch, BatchView items, const EngineStats& stats,
-                   std::string& out) {
+void EncodeResults(std::span<const Execution> batches, std::span<const Status> statuses,
+                   const EngineStats& stats, std::string& out) {
   out.clear();
-  PutStatus(out, batch);
-  Put<uint32_t>(out, static_cast<uint32_t>(items.size()));
-  for (const BatchItem& item : items) PutResult(out, item.result);
+  Put<uint32_t>(out, static_cast<uint32_t>(batches.size()));
+  for (size_t b = 0; b < batches.size(); ++b) {
+    PutStatus(out, statuses[b]);
+    Put<uint32_t>(out, static_cast<uint32_t>(batches[b].items.size()));
+    for (const BatchItem& item : batches[b].items) PutResult(out, item.result);
+  }
   PutStats(out, stats);
 }
 
-Status DecodeResults(std::string_view payload, BatchView items, Status* batch,
-                     EngineStats* stats) {
+Status DecodeResults(std::string_view payload, std::span<Execution> batches,
+                     std::span<Status> statuses, EngineStats* stats) {
   Reader r(payload);
-  *batch = GetStatus(r);
-  const uint32_t n = r.GetCount();
-  if (!r.ok() || n != items.size()) return Malformed("results header");
-  for (BatchItem& item : items) MMS_RETURN_IF_ERROR(GetResult(r, item.result));
+  const uint32_t count = r.GetCount();
+  if (!r.ok() || count != batches.size() || statuses.size() != batches.size()) {
+    return Malformed("results header");
+  }
+  for (size_t b = 0; b < batches.size(); ++b) {
+    statuses[b] = GetStatus(r);
+    const uint32_t n = r.GetCount();
+    if (!r.ok() || n != batches[b].items.size()) return Malformed("results of a batch");
+    for (BatchItem& item : batches[b].items) MMS_RETURN_IF_ERROR(GetResult(r, item.result));
+  }
   GetStats(r, *stats);
   if (!r.done()) return Malformed("results");
   return Status::Ok();

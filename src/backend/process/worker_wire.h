@@ -7,10 +7,10 @@
 //                    server → worker: kQuery (the tokenizer: /tokenize, /detokenize);
 //                    worker → server: kReply, numbered as the query.
 //                    The worker exits when the server closes it.
-//   one per instance server → worker: kBatch (the tier and each request's inputs, outputs asked
-//                    for and parameters); worker → server: kResults (the batch's status, then
-//                    each request's outcome: a status, or its outputs and parameters; then
-//                    the session's counters).
+//   one per instance server → worker: kBatch (one or more batches: each its tier and each
+//                    request's inputs, outputs asked for and parameters); worker → server:
+//                    kResults (per batch its status, then each request's outcome: a status, or
+//                    its outputs and parameters; then the session's counters).
 //
 // Every decoder treats its bytes as hostile (a worker that crashed mid-write, a bug): each
 // length is bounded by what is left, each count by kMaxWireCount, each tensor validated; a
@@ -22,6 +22,7 @@
 #include <optional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,14 +84,14 @@ class FrameReader {
 std::string EncodeStatus(const Status& status);
 Status DecodeStatus(std::string_view payload);
 
-// kBatch: the batch's tier and requests (inputs, requested outputs, parameters, id), appended to
-// `out` (cleared first).
-void EncodeBatch(int tier, BatchView items, std::string& out);
+// kBatch: one or more batches (up to kMaxBatchesPerCall, see Instance::ExecuteEach), each its
+// tier and requests (inputs, requested outputs, parameters, id); written to `out`.
+void EncodeBatches(std::span<const Execution> batches, std::string& out);
 struct DecodedBatch {
   int tier = 0;
   std::vector<std::unique_ptr<InferRequest>> requests;
 };
-Result<DecodedBatch> DecodeBatch(std::string_view payload);
+Result<std::vector<DecodedBatch>> DecodeBatches(std::string_view payload);
 
 // What the engine in a worker says of itself, for stats and /metrics: its counters and its
 // latency histograms (generation's time to first token), as the session reports them.
@@ -100,14 +101,14 @@ struct EngineStats {
   std::map<std::string, Histogram> histograms;
 };
 
-// kResults: `batch` (the Execute() status), each item's result, and the engine's stats after
-// it.
-void EncodeResults(const Status& batch, BatchView items, const EngineStats& stats,
-                   std::string& out);
-// Fills each of `items`' results, `*batch` with the batch's status and `*stats`; an error when
-// the payload is malformed or holds another number of results than `items`.
-Status DecodeResults(std::string_view payload, BatchView items, Status* batch,
-                     EngineStats* stats);
+// kResults: per batch its Execute() status (`statuses[i]`) and each item's result; then the
+// engine's stats after them.
+void EncodeResults(std::span<const Execution> batches, std::span<const Status> statuses,
+                   const EngineStats& stats, std::string& out);
+// Fills each batch's results, `statuses` and `*stats`; an error when the payload is malformed
+// or holds another number of batches or results than `batches`.
+Status DecodeResults(std::string_view payload, std::span<Execution> batches,
+                     std::span<Status> statuses, EngineStats* stats);
 
 // kAdmit: sequence `seq` of a continuous session; `streaming` when its client takes partial
 // responses. Its deadline and arrival travel as steady-clock times (one clock per host).

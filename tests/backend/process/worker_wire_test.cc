@@ -31,16 +31,27 @@ InferRequest SampleRequest() {
   return q;
 }
 
-TEST(WorkerWireTest, ABatchSurvivesTheTripExactly) {
+TEST(WorkerWireTest, BatchesSurviveTheTripExactlyEachWithItsTier) {
   InferRequest q = SampleRequest();
-  std::vector<BatchItem> items = {{&q}, {&q}};
+  InferRequest r;
+  r.id = "req-2";
+  std::vector<BatchItem> items = {{&q}, {&q}, {&r}};
+  std::vector<Execution> sent(2);
+  sent[0].items = BatchView(items).first(2);
+  sent[0].tier = 4;
+  sent[1].items = BatchView(items).subspan(2);
+  sent[1].tier = 1;
   std::string payload;
-  EncodeBatch(4, items, payload);
-  auto batch = DecodeBatch(payload);
-  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
-  EXPECT_EQ(batch->tier, 4);
-  ASSERT_EQ(batch->requests.size(), 2u);
-  const InferRequest& got = *batch->requests[1];
+  EncodeBatches(sent, payload);
+  auto batches = DecodeBatches(payload);
+  ASSERT_TRUE(batches.ok()) << batches.status().ToString();
+  ASSERT_EQ(batches->size(), 2u);
+  EXPECT_EQ((*batches)[0].tier, 4);
+  EXPECT_EQ((*batches)[1].tier, 1);
+  ASSERT_EQ((*batches)[0].requests.size(), 2u);
+  ASSERT_EQ((*batches)[1].requests.size(), 1u);
+  EXPECT_EQ((*batches)[1].requests[0]->id, "req-2");
+  const InferRequest& got = *(*batches)[0].requests[1];
   EXPECT_EQ(got.id, "req-1");
   ASSERT_EQ(got.inputs.size(), 2u);
   EXPECT_EQ(got.inputs[0].data(), q.inputs[0].data());
@@ -50,61 +61,92 @@ TEST(WorkerWireTest, ABatchSurvivesTheTripExactly) {
   EXPECT_EQ(got.parameters, q.parameters);
 }
 
-TEST(WorkerWireTest, ResultsCarryEachItemsOutcomeAndTheBatchStatus) {
+TEST(WorkerWireTest, MoreBatchesThanOneCallTakesAreRefused) {
   InferRequest q = SampleRequest();
-  std::vector<BatchItem> sent = {{&q}, {&q}};
+  std::vector<BatchItem> items(kMaxBatchesPerCall + 1, BatchItem{&q});
+  std::vector<Execution> sent(items.size());
+  for (size_t i = 0; i < items.size(); ++i) sent[i].items = BatchView(items).subspan(i, 1);
+  std::string payload;
+  EncodeBatches(sent, payload);
+  EXPECT_FALSE(DecodeBatches(payload).ok());
+  EncodeBatches(std::span(sent).first(kMaxBatchesPerCall), payload);
+  EXPECT_TRUE(DecodeBatches(payload).ok());
+}
+
+TEST(WorkerWireTest, ResultsCarryEachItemsOutcomeAndEachBatchsStatus) {
+  InferRequest q = SampleRequest();
+  std::vector<BatchItem> sent = {{&q}, {&q}, {&q}};
   InferResponse response;
   response.outputs.emplace_back("Y", DataType::kInt64, Shape{1}, std::string(8, '\x02'));
   response.parameters = {{"tokens", int64_t{3}}};
   sent[0].result = response;
   sent[1].result = Status(StatusCode::kInvalidArgument, "input 'X': too long");
+  sent[2].result = response;
+  std::vector<Execution> sent_batches(2);
+  sent_batches[0].items = BatchView(sent).first(2);
+  sent_batches[1].items = BatchView(sent).subspan(2);
+  const std::vector<Status> sent_statuses = {Status(StatusCode::kInternal, "half failed"),
+                                             Status::Ok()};
   std::string payload;
   Histogram ttft;
   ttft.Record(3'000'000);
   ttft.Record(70'000'000);
-  EncodeResults(Status(StatusCode::kInternal, "half failed"), sent,
+  EncodeResults(sent_batches, sent_statuses,
                 {{{"decodes", 7}}, {{"time_to_first_token", ttft}}}, payload);
 
-  std::vector<BatchItem> got = {{&q}, {&q}};
-  Status batch;
+  std::vector<BatchItem> got = {{&q}, {&q}, {&q}};
+  std::vector<Execution> batches(2);
+  batches[0].items = BatchView(got).first(2);
+  batches[1].items = BatchView(got).subspan(2);
+  std::vector<Status> statuses(2);
   EngineStats stats;
-  ASSERT_TRUE(DecodeResults(payload, got, &batch, &stats).ok());
+  ASSERT_TRUE(DecodeResults(payload, batches, statuses, &stats).ok());
   EXPECT_EQ(stats.counters, (Counters{{"decodes", 7}}));
   ASSERT_EQ(stats.histograms.size(), 1u);
   const Histogram& h = stats.histograms["time_to_first_token"];
   EXPECT_EQ(h.counts, ttft.counts);
   EXPECT_EQ(h.count, 2);
   EXPECT_EQ(h.sum_ns, 73'000'000);
-  EXPECT_EQ(batch.code(), StatusCode::kInternal);
-  EXPECT_EQ(batch.message(), "half failed");
+  EXPECT_EQ(statuses[0].code(), StatusCode::kInternal);
+  EXPECT_EQ(statuses[0].message(), "half failed");
+  EXPECT_TRUE(statuses[1].ok());
   ASSERT_TRUE(got[0].result.ok());
   EXPECT_EQ(got[0].result->outputs[0].data(), std::string(8, '\x02'));
   EXPECT_EQ(got[0].result->parameters, response.parameters);
   EXPECT_EQ(got[1].result.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(got[1].result.status().message(), "input 'X': too long");
+  ASSERT_TRUE(got[2].result.ok());
 
-  std::vector<BatchItem> fewer = {{&q}};
-  EXPECT_FALSE(DecodeResults(payload, fewer, &batch, &stats).ok())
-      << "a count that does not match";
+  // Counts that do not match what was sent: fewer batches, or the items split otherwise.
+  EXPECT_FALSE(DecodeResults(payload, std::span(batches).first(1), std::span(statuses).first(1),
+                             &stats)
+                   .ok());
+  std::vector<Execution> split_otherwise(2);
+  split_otherwise[0].items = BatchView(got).first(1);
+  split_otherwise[1].items = BatchView(got).subspan(1);
+  EXPECT_FALSE(DecodeResults(payload, split_otherwise, statuses, &stats).ok());
 }
 
 TEST(WorkerWireTest, EveryTruncationAndEveryFlippedByteIsAnErrorOrAValidBatch) {
   InferRequest q = SampleRequest();
-  std::vector<BatchItem> items = {{&q}};
+  std::vector<BatchItem> items = {{&q}, {&q}};
+  std::vector<Execution> sent(2);
+  sent[0].items = BatchView(items).first(1);
+  sent[1].items = BatchView(items).subspan(1);
   std::string payload;
-  EncodeBatch(1, items, payload);
+  EncodeBatches(sent, payload);
   for (size_t n = 0; n < payload.size(); ++n) {
-    EXPECT_FALSE(DecodeBatch(std::string_view(payload).substr(0, n)).ok()) << "cut at " << n;
+    EXPECT_FALSE(DecodeBatches(std::string_view(payload).substr(0, n)).ok()) << "cut at " << n;
   }
   for (size_t i = 0; i < payload.size(); ++i) {
     std::string bad = payload;
     bad[i] = static_cast<char>(bad[i] ^ 0xff);
-    (void)DecodeBatch(bad);  // must not crash or allocate past the payload
+    (void)DecodeBatches(bad);  // must not crash or allocate past the payload
   }
   // A count of 2^20 with nothing after it is refused before anything is reserved.
   std::string huge;
-  huge.append("\x01\0\0\0\0\0\x10\0", 8);
-  EXPECT_FALSE(DecodeBatch(huge).ok());
+  huge.append("\x01\0\0\0\x01\0\0\0\0\0\x10\0", 12);
+  EXPECT_FALSE(DecodeBatches(huge).ok());
 }
 
 TEST(WorkerWireTest, FramesCrossASocketOneByOneOrSeveralAtOnceAndAHangUpIsUnavailable) {

@@ -4,6 +4,7 @@
 // sequence at once (a generator's token step). Both give way to more important models at the
 // PriorityGate and restart an instance the watchdog aborted.
 #include <algorithm>
+#include <utility>
 
 #include "scheduler/model_scheduler.h"
 #include "scheduler/model_scheduler_internal.h"
@@ -133,14 +134,22 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     lock.unlock();
     if (options_.hold_partial_batches) cv_.notify_all();  // a held worker may go now
 
-    for (const Execution& e : executions) CountExecution(e, (end - start) / static_cast<int64_t>(executions.size()));
+    const auto each = (end - start) / static_cast<int64_t>(executions.size());
+    for (const Execution& e : executions) CountExecution(e, each);
+    // A failed execution fails all its requests at once, and a lost worker every batch of the
+    // call: the breaker hears of it once (a crashed worker's 8 requests are not 8 failures).
+    bool failure_told = false;
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!dones[i]) continue;  // the watchdog answered it
       Status& status = statuses[i / max_batch];
+      const bool overrun = end > batch[i]->deadline;
+      const bool tell = overrun || status.ok() || batch[i]->ledger.ticket.probe ||
+                        !std::exchange(failure_told, true);
       Finish(batch[i]->ledger, std::move(dones[i]),
-             end > batch[i]->deadline ? Overrun(*batch[i], end)
-             : status.ok()            ? std::move(items[i].result)
-                                      : Result<InferResponse>(status));
+             overrun       ? Overrun(*batch[i], end)
+             : status.ok() ? std::move(items[i].result)
+                           : Result<InferResponse>(status),
+             tell);
     }
     batch.clear();  // destroys the requests before the lock is taken again
     if (reported && instance->Abort()) instance = Restart(index, std::move(instance));

@@ -326,7 +326,8 @@ std::vector<std::unique_ptr<ModelScheduler::Pending>> ModelScheduler::TakeReques
   return batch;
 }
 
-void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferResponse> result) {
+void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferResponse> result,
+                            bool breaker) {
   if (options_.gate) options_.gate->Leave(options_.default_priority);
   const auto now = Clock::now();
   const Status& status = result.status();
@@ -335,7 +336,8 @@ void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferRes
   const bool executed = p.started != Clock::time_point();
   const CircuitBreaker::Outcome outcome = OutcomeOf(status);
   // A request that expired in the queue says the model is busy, not that it is broken.
-  breaker_.Record(p.ticket, executed ? outcome : CircuitBreaker::Outcome::kNeutral, what, now);
+  breaker_.Record(p.ticket,
+                  executed && breaker ? outcome : CircuitBreaker::Outcome::kNeutral, what, now);
   {
     std::lock_guard lock(stats_mu_);
     const int64_t took = Nanos(now - p.enqueued);

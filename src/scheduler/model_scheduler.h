@@ -198,7 +198,10 @@ class ModelScheduler {
   Status DeadOutcome(const Pending& p, Clock::time_point now) const;  // REQUIRES: mu_ held
   int TierFor(size_t n) const;
   // The one way a queued request leaves: statistics, breaker, then its callback.
-  void Finish(const Ledger& ledger, InferCallback done, Result<InferResponse> result);
+  // `breaker`: false when another request already told the breaker this outcome (a failure
+  // the requests of one execution call share counts once).
+  void Finish(const Ledger& ledger, InferCallback done, Result<InferResponse> result,
+              bool breaker = true);
   void Deliver(uint64_t seq, InferCallback done, Result<InferResponse> result);
   // Statistics of one execution of a batch (its requests, its tier, its compute time).
   void CountExecution(const Execution& execution, Clock::duration took);

@@ -463,6 +463,35 @@ TEST(ModelSchedulerTest, BreakerOpensAfterConsecutiveFailuresAndClosesAfterAProb
   EXPECT_EQ((*scheduler)->stats().breaker_opened, 2);
 }
 
+// A failed execution fails its requests together, and so does a lost worker every batch of a
+// call: the breaker counts it once, not once per request.
+TEST(ModelSchedulerTest, TheRequestsOfOneFailedCallAreOneFailureForTheBreaker) {
+  FakeSession session;
+  session.batches_per_call = 2;
+  auto opts = Opts(4);
+  opts.breaker = {.failures = 2, .cooldown = 10s};
+  auto scheduler = ModelScheduler::Create(opts, session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome first;
+  OccupyWorker(**scheduler, session, first);
+  // One call of two failing batches of four: eight requests failed, one failure told.
+  std::vector<Outcome> failed(8);
+  for (auto& o : failed) ASSERT_TRUE((*scheduler)->Enqueue(Request(o, "fail")).ok());
+  session.Release();
+  EXPECT_TRUE(first.future.get().ok());
+  for (auto& o : failed) EXPECT_EQ(o.future.get().code(), StatusCode::kInternal);
+  {
+    std::lock_guard lock(session.mu);
+    EXPECT_THAT(session.calls, ElementsAre(2));
+  }
+  EXPECT_EQ((*scheduler)->breaker_state(), CircuitBreaker::State::kClosed);
+  // The next failed call is the second consecutive failure.
+  Outcome again;
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(again, "fail")).ok());
+  EXPECT_EQ(again.future.get().code(), StatusCode::kInternal);
+  EXPECT_EQ((*scheduler)->breaker_state(), CircuitBreaker::State::kOpen);
+}
+
 TEST(ModelSchedulerTest, HalfOpenLetsExactlyOneProbeThrough) {
   FakeSession session;
   auto opts = Opts();

@@ -29,7 +29,7 @@ void ServeBatches(Session& session, int index, int fd, int region_fd) {
   if (!instance.ok()) {
     spdlog::error("worker instance {}: {}", index, instance.status().ToString());
   }
-  FrameReader reader;
+  FrameReader reader(/*spin=*/false);  // the next batch comes when the server has one
   std::string scratch, out;
   for (;;) {
     std::string_view in;

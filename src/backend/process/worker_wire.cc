@@ -301,7 +301,7 @@ std::optional<uint64_t> FrameReader::BufferedLength(Status* malformed) const {
 Result<FrameKind> FrameReader::Read(int fd, std::string& payload) {
   if (end_ - begin_ < kFrameHeaderBytes) {
     Compact(kFrameHeaderBytes);
-    MMS_RETURN_IF_ERROR(Fill(fd, kFrameHeaderBytes, /*spin_first=*/true));
+    MMS_RETURN_IF_ERROR(Fill(fd, kFrameHeaderBytes, /*spin_first=*/spin_));
   }
   Status malformed;
   const uint64_t length = *BufferedLength(&malformed);

@@ -64,9 +64,13 @@ Status WriteFrame(int fd, FrameKind kind, std::string_view payload);
 // several at once) stays buffered for the next Read. One reader per socket and thread.
 class FrameReader {
  public:
-  // The next frame, its payload in `payload`; polls briefly before it blocks (the answer to a
-  // frame just written usually comes within microseconds). Unavailable on end of stream or a
-  // reset (the peer has gone), InvalidArgument on a malformed header.
+  // `spin`: Read() polls briefly before it blocks — for the side that waits for the answer to
+  // a frame it just wrote (it usually comes within microseconds). The worker, which waits for
+  // whatever the server sends next, blocks at once: its spin rarely caught a frame and took a
+  // tenth of the machine's CPU at 16 clients (docs/BENCHMARKS.md P10).
+  explicit FrameReader(bool spin = true) : spin_(spin) {}
+  // The next frame, its payload in `payload`; polls first when the reader spins. Unavailable on
+  // end of stream or a reset (the peer has gone), InvalidArgument on a malformed header.
   Result<FrameKind> Read(int fd, std::string& payload);
   // Whether Read() would return at once: a frame is buffered, or `fd` turns readable (or
   // fails) within `timeout`.
@@ -76,6 +80,7 @@ class FrameReader {
   Status Fill(int fd, size_t want, bool spin_first);
   void Compact(size_t total);
   std::optional<uint64_t> BufferedLength(Status* malformed) const;
+  bool spin_ = true;
   std::string buffer_;
   size_t begin_ = 0, end_ = 0;  // the bytes received and not yet read
 };

@@ -79,6 +79,9 @@ class BatchInstance final : public Instance {
     SetRunning(channel_.shared());
     for (Execution& batch : batches) batch.set_stage(Stage::kExecute);
     EncodeBatches(batches, buffer_);
+    // One batch: its answer usually comes within the reader's spin. Several take longer than
+    // a spin is worth, and the CPU it would burn is the HTTP threads' meanwhile.
+    channel_.reader().set_spin(batches.size() == 1);
     Status sent = WriteShared(channel_.fd(), channel_.region(), FrameKind::kBatch, buffer_);
     std::string_view results;
     auto kind = sent.ok() ? ReadShared(channel_.fd(), channel_.reader(), channel_.region(),

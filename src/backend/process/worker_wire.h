@@ -69,6 +69,7 @@ class FrameReader {
   // whatever the server sends next, blocks at once: its spin rarely caught a frame and took a
   // tenth of the machine's CPU at 16 clients (docs/BENCHMARKS.md P10).
   explicit FrameReader(bool spin = true) : spin_(spin) {}
+  void set_spin(bool spin) { spin_ = spin; }
   // The next frame, its payload in `payload`; polls first when the reader spins. Unavailable on
   // end of stream or a reset (the peer has gone), InvalidArgument on a malformed header.
   Result<FrameKind> Read(int fd, std::string& payload);

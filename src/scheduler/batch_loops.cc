@@ -63,10 +63,32 @@ std::vector<Execution> ModelScheduler::SplitIntoBatches(BatchView items, size_t 
   // Made in place (an Execution holds an atomic): sized once, never moved.
   std::vector<Execution> batches((items.size() + max_batch - 1) / max_batch);
   for (size_t k = 0; k < batches.size(); ++k) {
-    batches[k].items = items.subspan(k * max_batch, std::min(max_batch, items.size() - k * max_batch));
+    const size_t first = k * max_batch;
+    batches[k].items = items.subspan(first, std::min(max_batch, items.size() - first));
     batches[k].tier = TierFor(batches[k].items.size());
   }
   return batches;
+}
+
+// A failed execution fails all its requests at once, and a lost worker every batch of the call:
+// the breaker hears of it once (a crashed worker's 8 requests are not 8 failures).
+void ModelScheduler::AnswerCall(const std::vector<std::unique_ptr<Pending>>& batch,
+                                std::vector<InferCallback>& dones, std::vector<BatchItem>& items,
+                                const std::vector<Status>& statuses, size_t max_batch,
+                                Clock::time_point end) {
+  bool failure_told = false;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!dones[i]) continue;  // the watchdog answered it
+    const Status& status = statuses[i / max_batch];
+    const bool overrun = end > batch[i]->deadline;
+    const bool tell = overrun || status.ok() || batch[i]->ledger.ticket.probe ||
+                      !std::exchange(failure_told, true);
+    Finish(batch[i]->ledger, std::move(dones[i]),
+           overrun       ? Overrun(*batch[i], end)
+           : status.ok() ? std::move(items[i].result)
+                         : Result<InferResponse>(status),
+           tell);
+  }
 }
 
 void ModelScheduler::BatchLoop(std::stop_token stop, int index,
@@ -88,7 +110,8 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
       continue;  // another worker took them
     }
     std::vector<std::pair<std::unique_ptr<Pending>, Status>> dead;
-    const auto calls = static_cast<size_t>(std::clamp(instance->batches_per_call(), 1, kMaxBatchesPerCall));
+    const auto calls =
+        static_cast<size_t>(std::clamp(instance->batches_per_call(), 1, kMaxBatchesPerCall));
     auto batch = TakeRequests(max_batch * calls, dead);
     const auto start = Clock::now();
     running = Running{.active = true, .start = start, .deadline = Clock::time_point::min()};
@@ -136,21 +159,7 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
 
     const auto each = (end - start) / static_cast<int64_t>(executions.size());
     for (const Execution& e : executions) CountExecution(e, each);
-    // A failed execution fails all its requests at once, and a lost worker every batch of the
-    // call: the breaker hears of it once (a crashed worker's 8 requests are not 8 failures).
-    bool failure_told = false;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!dones[i]) continue;  // the watchdog answered it
-      Status& status = statuses[i / max_batch];
-      const bool overrun = end > batch[i]->deadline;
-      const bool tell = overrun || status.ok() || batch[i]->ledger.ticket.probe ||
-                        !std::exchange(failure_told, true);
-      Finish(batch[i]->ledger, std::move(dones[i]),
-             overrun       ? Overrun(*batch[i], end)
-             : status.ok() ? std::move(items[i].result)
-                           : Result<InferResponse>(status),
-             tell);
-    }
+    AnswerCall(batch, dones, items, statuses, max_batch, end);
     batch.clear();  // destroys the requests before the lock is taken again
     if (reported && instance->Abort()) instance = Restart(index, std::move(instance));
     lock.lock();

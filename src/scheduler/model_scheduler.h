@@ -207,6 +207,11 @@ class ModelScheduler {
   void CountExecution(const Execution& execution, Clock::duration took);
   // `items` as the batches of at most `max_batch` one call executes (see Instance::ExecuteEach).
   std::vector<Execution> SplitIntoBatches(BatchView items, size_t max_batch) const;
+  // Answers the requests of one executed call (`batch`, split by `max_batch` into the batches
+  // `statuses` are of) whose callbacks the watchdog left in `dones`.
+  void AnswerCall(const std::vector<std::unique_ptr<Pending>>& batch,
+                  std::vector<InferCallback>& dones, std::vector<BatchItem>& items,
+                  const std::vector<Status>& statuses, size_t max_batch, Clock::time_point end);
   void OnContinuousDone(int worker, Pending* p, Result<InferResponse> result);
   // Inline mode: executes `p` (admitted, counted executing) on this thread and finishes it.
   void ExecuteInline(std::unique_ptr<Pending> p);

@@ -31,6 +31,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using testing::HttpClient;
 using testing::ServerProcess;
+using Server = testing::ConfiguredServer;
 
 std::string TrioConfig(const std::string& global = "") {
   return "global: {" + global + "}\nmodels:\n  - name: embedder\n    path: " +
@@ -44,25 +45,6 @@ std::string TrioConfig(const std::string& global = "") {
          "      tensors: [{input: X, output: Y, datatype: INT32}]\n";
 }
 
-class Server {
- public:
-  explicit Server(const std::string& yaml) {
-    const auto file = dir_.Write("models.yaml", yaml);
-    process_ = std::make_unique<ServerProcess>(
-        std::vector<std::string>{"serve", file.string(), "--port", "0", "--lock-dir",
-                                 (dir_.path() / "locks").string()},
-        dir_.path() / "server.log");
-  }
-  bool Start() { return process_->Start(); }
-  int port() const { return process_->port(); }
-  std::string Log() const { return process_->Log(); }
-  ServerProcess& process() { return *process_; }
-  const testing::TempDir& dir() const { return dir_; }
-
- private:
-  testing::TempDir dir_;
-  std::unique_ptr<ServerProcess> process_;
-};
 
 json Parse(const testing::HttpResult& res) {
   json j = json::parse(res.body, nullptr, false);

@@ -36,33 +36,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::HttpClient;
 using testing::ServerProcess;
-
-// A server on `yaml` in a fresh temporary folder.
-class Server {
- public:
-  explicit Server(const std::string& yaml, std::vector<std::string> prefix = {}) {
-    file_ = dir_.Write("models.yaml", yaml);
-    std::vector<std::string> args = {"serve", file_.string(), "--port", "0", "--lock-dir",
-                                     (dir_.path() / "locks").string()};
-    if (prefix.empty()) {
-      process_ = std::make_unique<ServerProcess>(args, dir_.path() / "server.log");
-    } else {
-      prefix.push_back(MMSERVE_BINARY);
-      prefix.insert(prefix.end(), args.begin(), args.end());
-      const std::string program = prefix.front();
-      prefix.erase(prefix.begin());
-      process_ = std::make_unique<ServerProcess>(prefix, dir_.path() / "server.log", program);
-    }
-  }
-  ServerProcess& process() { return *process_; }
-  const testing::TempDir& dir() const { return dir_; }
-  const std::filesystem::path& file() const { return file_; }
-
- private:
-  testing::TempDir dir_;
-  std::filesystem::path file_;
-  std::unique_ptr<ServerProcess> process_;
-};
+using Server = testing::ConfiguredServer;  // a server on `yaml` in a fresh temporary folder
 
 // A field of /proc/<pid>/status in kB (VmRSS), or of /proc/<pid>/stat (CPU ticks).
 int64_t RssKb(pid_t pid) {

@@ -37,22 +37,7 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 using testing::HttpClient;
 using testing::ServerProcess;
-
-class Server {
- public:
-  explicit Server(const std::string& yaml)
-      : file_(dir_.Write("models.yaml", yaml)),
-        process_({"serve", file_.string(), "--port", "0", "--lock-dir",
-                  (dir_.path() / "locks").string()},
-                 dir_.path() / "server.log") {}
-  ServerProcess& process() { return process_; }
-  std::filesystem::path lock_dir() const { return dir_.path() / "locks"; }
-
- private:
-  testing::TempDir dir_;
-  std::filesystem::path file_;
-  ServerProcess process_;
-};
+using Server = testing::ConfiguredServer;
 
 // The live worker processes `server` started, found through /proc by their command line
 // (`mmserve worker --parent <server>`; a zombie's is empty: Zombies() finds those).

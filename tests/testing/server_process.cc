@@ -45,6 +45,22 @@ ServerProcess::ServerProcess(std::vector<std::string> args, std::filesystem::pat
                              std::string program)
     : program_(std::move(program)), args_(std::move(args)), log_(std::move(log)) {}
 
+ConfiguredServer::ConfiguredServer(const std::string& yaml, std::vector<std::string> prefix)
+    : file_(dir_.Write("models.yaml", yaml)) {
+  std::vector<std::string> args = {"serve", file_.string(), "--port", "0", "--lock-dir",
+                                   lock_dir().string()};
+  const auto log = dir_.path() / "server.log";
+  if (prefix.empty()) {
+    process_ = std::make_unique<ServerProcess>(std::move(args), log);
+    return;
+  }
+  const std::string program = prefix.front();
+  prefix.erase(prefix.begin());
+  prefix.push_back(MMSERVE_BINARY);
+  prefix.insert(prefix.end(), args.begin(), args.end());
+  process_ = std::make_unique<ServerProcess>(std::move(prefix), log, program);
+}
+
 ServerProcess::~ServerProcess() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);

@@ -6,8 +6,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "testing/test_util.h"
 
 namespace mmserve::testing {
 
@@ -39,6 +42,26 @@ class ServerProcess {
   std::filesystem::path log_;
   pid_t pid_ = -1;
   int port_ = 0;
+};
+
+// `mmserve serve` of a YAML config written to a temporary directory of its own, with its own
+// lock directory (tests never contend for a device lock) and its log there. `prefix`: a
+// program (and its arguments) that runs the server, e.g. {"prlimit", "--nofile=64"}.
+class ConfiguredServer {
+ public:
+  explicit ConfiguredServer(const std::string& yaml, std::vector<std::string> prefix = {});
+  bool Start() { return process_->Start(); }
+  int port() const { return process_->port(); }
+  std::string Log() const { return process_->Log(); }
+  ServerProcess& process() { return *process_; }
+  const TempDir& dir() const { return dir_; }
+  const std::filesystem::path& file() const { return file_; }
+  std::filesystem::path lock_dir() const { return dir_.path() / "locks"; }
+
+ private:
+  TempDir dir_;  // first: outlives the process
+  std::filesystem::path file_;
+  std::unique_ptr<ServerProcess> process_;
 };
 
 }  // namespace mmserve::testing

@@ -138,11 +138,7 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
       continue;
     }
     std::vector<Status> statuses(executions.size());
-    if (executions.size() == 1) {
-      statuses[0] = instance->Execute(executions[0]);
-    } else {
-      instance->ExecuteEach(executions, statuses);
-    }
+    instance->ExecuteEach(executions, statuses);  // by default, one Execute() per batch
     const auto end = Clock::now();
 
     // Take back the callbacks the watchdog has not already answered.

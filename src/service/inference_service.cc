@@ -337,7 +337,13 @@ void InferenceService::LoadForWaiting(const std::shared_ptr<ModelVersion>& versi
       if (!load) version->TransitionLocked(VersionState::kOnDemand, "loads on its next request");
     }
   }
-  if (load) lifecycle_.Load(*version);
+  if (load) {
+    if (const auto again = lifecycle_.Load(*version, /*give_way=*/true)) {
+      // It waits for room: the loads queued behind it go first; its requests keep waiting.
+      lifecycle_.PostAt(*again, [this, version] { LoadForWaiting(version); });
+      return;
+    }
+  }
   std::vector<std::unique_ptr<InferRequest>> waiting;
   std::shared_ptr<LoadedModel> loaded;
   Status failed;

@@ -124,9 +124,12 @@ void Lifecycle::Start(Hooks hooks) {
   reaper_ = std::jthread([this](std::stop_token stop) { ReaperLoop(stop); });
 }
 
-void Lifecycle::Post(std::function<void()> task) {
+void Lifecycle::Post(std::function<void()> task) { PostAt(Clock::now(), std::move(task)); }
+
+void Lifecycle::PostAt(Clock::time_point when, std::function<void()> task) {
   MutexLock lock(mu_);
-  tasks_.push_back(std::move(task));
+  tasks_.push_back({.run = std::move(task), .not_before = when});
+  ++posted_;
   loader_cv_.notify_all();
 }
 
@@ -146,29 +149,51 @@ void Lifecycle::Stop() {
 }
 
 void Lifecycle::LoaderLoop(std::stop_token stop) {
-  while (true) {
-    std::function<void()> task;
-    {
-      MutexLock lock(mu_);
-      loader_cv_.wait(lock, stop, [&]() REQUIRES(mu_) { return !tasks_.empty(); });
-      if (stop.stop_requested()) break;
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
-    }
+  auto run = [](const std::function<void()>& task) {
     try {
       task();
     } catch (const std::exception& e) {
       spdlog::error("loader thread: unexpected exception: {}", e.what());
     }
+  };
+  while (true) {
+    std::function<void()> task;
+    {
+      MutexLock lock(mu_);
+      // The first task whose time has come; else wait for the earliest, or a new one.
+      while (!stop.stop_requested() && !task) {
+        const auto now = Clock::now();
+        auto due = tasks_.end();
+        Clock::time_point earliest = Clock::time_point::max();
+        for (auto it = tasks_.begin(); it != tasks_.end() && due == tasks_.end(); ++it) {
+          if (it->not_before <= now) due = it;
+          earliest = std::min(earliest, it->not_before);
+        }
+        if (due != tasks_.end()) {
+          task = std::move(due->run);
+          tasks_.erase(due);
+          break;
+        }
+        const uint64_t seen = posted_;
+        const auto posted = [&]() REQUIRES(mu_) { return posted_ != seen; };
+        if (tasks_.empty()) {
+          loader_cv_.wait(lock, stop, posted);
+        } else {
+          loader_cv_.wait_until(lock, stop, earliest, posted);
+        }
+      }
+    }
+    if (!task) break;  // stopping
+    run(task);
   }
-  // What is still queued runs now that the service stopped accepting: each task answers
-  // "shutting down".
-  std::deque<std::function<void()>> left;
+  // What is still queued (for later too) runs now that the service stopped accepting: each
+  // task answers "shutting down".
+  std::deque<Task> left;
   {
     MutexLock lock(mu_);
     left.swap(tasks_);
   }
-  for (auto& task : left) task();
+  for (auto& task : left) run(task.run);
 }
 
 void Lifecycle::ReaperLoop(std::stop_token stop) {
@@ -232,9 +257,8 @@ void Lifecycle::Reap(Clock::time_point now) {
 
 // ---- loads ----------------------------------------------------------------------------------
 
-void Lifecycle::Load(ModelVersion& version) {
+std::optional<Clock::time_point> Lifecycle::Load(ModelVersion& version, bool give_way) {
   const ModelConfig& m = version.config();
-  const auto start = Clock::now();
   {
     MutexLock lock(version.mu);
     if (version.state == VersionState::kLoadingOnDemand) {
@@ -243,12 +267,13 @@ void Lifecycle::Load(ModelVersion& version) {
       version.TransitionLocked(VersionState::kLoading);
     }
     version.retry_at.reset();
-    ++version.loads;
   }
-  auto fail = [&](const Status& s) {
+  auto fail = [&](const Status& s) -> std::optional<Clock::time_point> {
     spdlog::error("model {}: load failed: {}", version.VersionName(), s.ToString());
     MutexLock lock(version.mu);
+    ++version.loads;
     version.TransitionLocked(VersionState::kFailed, std::string(s.message()));
+    return std::nullopt;
   };
   auto backend = backends_.Find(m.backend);
   if (!backend.ok()) return fail(backend.status());
@@ -259,7 +284,24 @@ void Lifecycle::Load(ModelVersion& version) {
   loaded->lease = std::move(*lease);
   auto estimate = (*backend)->Estimate(m);
   if (!estimate.ok()) return fail(estimate.status());
-  if (Status room = MakeRoom(version, estimate->bytes); !room.ok()) return fail(room);
+  std::optional<GiveWay> wait;
+  Status room = MakeRoom(version, estimate->bytes, give_way ? &wait : nullptr);
+  if (!room.ok()) return fail(room);
+  if (wait) {
+    MutexLock lock(version.mu);
+    version.reason = std::move(wait->why);
+    return wait->until;
+  }
+  Status loaded_ok = FinishLoad(version, **backend, std::move(loaded), *estimate);
+  if (!loaded_ok.ok()) return fail(loaded_ok);
+  return std::nullopt;
+}
+
+Status Lifecycle::FinishLoad(ModelVersion& version, Backend& backend,
+                             std::shared_ptr<LoadedModel> loaded, const MemoryEstimate& estimate) {
+  const ModelConfig& m = version.config();
+  // The load's own time, not the wait for room: victims' residency and reload costs use it.
+  const auto start = Clock::now();
   // Loads run one at a time (start-up, then the loader thread), so the heap's growth over this
   // one is its measured footprint: weights, contexts and buffers, whatever the backend reports.
   const int64_t heap_before = HeapBytesInUse();
@@ -269,7 +311,7 @@ void Lifecycle::Load(ModelVersion& version) {
     version.progress = progress;
   }
   auto session = m.isolation == Isolation::kProcess ? LoadIsolated(m)
-                                                    : (*backend)->Load(m, progress.get());
+                                                    : backend.Load(m, progress.get());
   {
     MutexLock lock(version.mu);
     version.progress.reset();
@@ -277,12 +319,12 @@ void Lifecycle::Load(ModelVersion& version) {
   if (session.ok() && (m.preprocess || m.postprocess)) {
     session = WithImageStages(std::move(*session), m);
   }
-  if (!session.ok()) return fail(session.status());
+  MMS_RETURN_IF_ERROR(session.status());
   loaded->session = std::move(*session);
   auto scheduler = ModelScheduler::Create(
       SchedulerOptions(m, *loaded->session, version, gates_.at(version.domain()).get()),
       *loaded->session);
-  if (!scheduler.ok()) return fail(scheduler.status());
+  MMS_RETURN_IF_ERROR(scheduler.status());
   loaded->scheduler = std::move(*scheduler);
   const int64_t measured = HeapBytesInUse() - heap_before;
 
@@ -291,11 +333,12 @@ void Lifecycle::Load(ModelVersion& version) {
   spdlog::info("model {}: loaded version {} (backend {}, task {}, device {}, {} worker{}, "
                "estimate {} from {}, measured {}) in {} ms",
                m.name, m.version, m.backend, m.task, m.device_id, m.thread_num,
-               m.thread_num == 1 ? "" : "s", FormatMib(estimate->bytes), estimate->source,
+               m.thread_num == 1 ? "" : "s", FormatMib(estimate.bytes), estimate.source,
                FormatMib(measured), ms);
   {
     MutexLock lock(version.mu);
-    version.estimate = *estimate;
+    ++version.loads;
+    version.estimate = estimate;
     version.measured_bytes = measured;
     version.last_load_time = Clock::now() - start;
     version.signature = loaded->session->signature();
@@ -306,6 +349,7 @@ void Lifecycle::Load(ModelVersion& version) {
   }
   MutexLock lock(order_mu_);
   load_order_.push_back(&version);
+  return Status::Ok();
 }
 
 Status Lifecycle::LoadAll(const VersionMap& versions, bool startup_only) {
@@ -326,157 +370,6 @@ Status Lifecycle::LoadAll(const VersionMap& versions, bool startup_only) {
     }
   }
   return Status::Ok();
-}
-
-// What a domain's other versions hold, and which to free first.
-struct Lifecycle::RoomScan {
-  int64_t used = 0;
-  std::vector<std::string> holders;
-  std::shared_ptr<ModelVersion> victim;  // unpinned and ready; null: none
-  bool victim_busy = false;              // it answers requests: it has to drain first
-  Clock::time_point victim_eligible;     // steady clock: when it has been resident long enough
-};
-
-Lifecycle::RoomScan Lifecycle::ScanRoom(const ModelVersion& loading, bool demand) const {
-  const auto mib = FormatWholeMib;
-  const auto steady_now = Clock::now();
-  const auto now = time_.Now();
-  RoomScan scan;
-  // Smaller goes first. Retired versions, then lower priority (a larger level). For a load
-  // nobody waits for, only idle ones, least recently used first. For a demand load, also busy
-  // ones, and by what losing each costs: idle before busy, then the least reload time x request
-  // rate, then least recently used; the one chosen goes once resident for its minimum.
-  using Key = std::tuple<int, bool, double, Clock::time_point>;
-  std::optional<Key> best;
-  for (auto& e : registry_.All()) {
-    if (e.get() == &loading || e->domain() != loading.domain()) continue;
-    MutexLock lock(e->mu);
-    const int64_t held = e->FootprintLocked();
-    if (held == 0) continue;
-    scan.used += held;
-    const bool ready = e->state == VersionState::kReady;
-    const bool busy = e->in_flight > 0 || !ready;
-    const bool pinned = e->config().pinned;
-    scan.holders.push_back(e->VersionName() + " " + mib(held) +
-                           (pinned ? " (pinned)" : busy ? " (in use)" : " (idle)"));
-    if (pinned || !ready || (busy && !demand)) continue;
-    const int priority = e->retire_by ? kMaxPriorityLevel + 1 : e->config().priority;
-    const auto eligible =
-        e->ready_at + std::max<Clock::duration>(kMinResidency, 2 * e->last_load_time);
-    // Seconds of reloading per second of its traffic, in tenths: closer costs are a tie, which
-    // recency decides.
-    const double cost = std::round(
-        10 * e->RateLocked(now) * std::chrono::duration<double>(e->last_load_time).count());
-    const Key key = demand ? Key{-priority, busy, cost, e->last_used}
-                           : Key{-priority, false, 0, e->last_used};
-    if (!best || key < *best) {
-      best = key;
-      scan.victim = e;
-      scan.victim_busy = busy;
-      scan.victim_eligible = demand ? eligible : steady_now;
-    }
-  }
-  return scan;
-}
-
-Status Lifecycle::MakeRoom(const ModelVersion& loading, int64_t bytes) {
-  std::atomic<int64_t>& known = budgets_.at(loading.domain());
-  int64_t budget = known.load();
-  if (budget == kBudgetUnknown) {
-    const DeviceMemory memory = MemoryOf(loading.config(), backends_);
-    if (memory.total == 0) return Status::Ok();  // still unknown: the load itself will say
-    budget = BudgetFor(memory, global_);
-    known.store(budget);
-    spdlog::info("memory: device {} budget {} MiB (capacity read at its first load)",
-                 loading.domain(), budget >> 20);
-  }
-  const auto mib = FormatWholeMib;
-  while (true) {
-    // Requests waiting for this load may take a busy model's place, or a young one's once it
-    // has been resident long enough (no thrash), within their deadlines.
-    const auto until = WaitingDeadline(loading);
-    RoomScan scan = ScanRoom(loading, until.has_value());
-    if (scan.used + bytes <= budget) return Status::Ok();
-    const std::string why = "evicted to make room for " + loading.VersionName() + " (" +
-                            mib(bytes) + " needed on device " + loading.domain() + ")";
-    if (scan.victim && !scan.victim_busy && scan.victim_eligible <= Clock::now()) {
-      spdlog::info("model {}: {}", scan.victim->VersionName(), why);
-      Evict(*scan.victim, why + "; loads on its next request");
-      continue;
-    }
-    if (scan.victim && until) {
-      const DrainResult drained =
-          Drain(*scan.victim, scan.victim_eligible, *until, loading.VersionName());
-      if (drained == DrainResult::kDrained) {
-        spdlog::info("model {}: {}", scan.victim->VersionName(), why);
-        if (!Evict(*scan.victim, why + "; loads on its next request")) Undrain(*scan.victim);
-      }
-      if (drained != DrainResult::kTooLate) continue;
-    }
-    return Unavailable("not enough memory on device " + loading.domain() + ": model '" +
-                       loading.VersionName() + "' needs " + mib(bytes) + ", " +
-                       mib(std::max<int64_t>(0, budget - scan.used)) + " of the " + mib(budget) +
-                       " budget are free, and nothing can be evicted" +
-                       (scan.holders.empty()
-                            ? std::string(" (no other model holds any: the model is larger "
-                                          "than the budget)")
-                            : (scan.victim ? " in time" : "") + std::string("; held by ") +
-                                  Join(scan.holders, ", ")));
-  }
-}
-
-std::optional<Clock::time_point> Lifecycle::WaitingDeadline(const ModelVersion& loading) {
-  MutexLock lock(loading.mu);
-  if (loading.waiting.empty()) return std::nullopt;
-  Clock::time_point latest = Clock::time_point::min();
-  for (const auto& r : loading.waiting) latest = std::max(latest, r->deadline);
-  return std::min(latest, Clock::now() + kMaxDrainWait);
-}
-
-Lifecycle::DrainResult Lifecycle::Drain(ModelVersion& victim, Clock::time_point eligible,
-                                        Clock::time_point until, const std::string& for_whom) {
-  using namespace std::chrono_literals;
-  // Too recently loaded: wait until it may go (or something else goes idle meanwhile).
-  if (Clock::now() < eligible) {
-    if (eligible >= until) return DrainResult::kTooLate;
-    std::this_thread::sleep_until(std::min(eligible, Clock::now() + 20ms));
-    return DrainResult::kLookAgain;
-  }
-  int64_t in_flight = 0;
-  {
-    MutexLock lock(victim.mu);
-    if (victim.state != VersionState::kReady) return DrainResult::kLookAgain;
-    victim.draining = true;
-    in_flight = victim.in_flight;
-  }
-  if (in_flight > 0) {
-    spdlog::info("model {}: draining {} request{} in flight to make room for {}",
-                 victim.VersionName(), in_flight, in_flight == 1 ? "" : "s", for_whom);
-  }
-  while (true) {
-    {
-      MutexLock lock(victim.mu);
-      if (victim.state != VersionState::kReady) return DrainResult::kLookAgain;  // unloaded
-      if (victim.in_flight == 0) return DrainResult::kDrained;  // Evict clears `draining`
-    }
-    if (Clock::now() >= until) break;
-    std::this_thread::sleep_for(1ms);
-  }
-  spdlog::info("model {}: still busy at the deadline of {}'s requests; it keeps serving",
-               victim.VersionName(), for_whom);
-  Undrain(victim);
-  return DrainResult::kTooLate;
-}
-
-void Lifecycle::Undrain(ModelVersion& victim) {
-  bool held_back = false;
-  {
-    MutexLock lock(victim.mu);
-    victim.draining = false;
-    held_back = victim.state == VersionState::kReady && !victim.waiting.empty();
-  }
-  // The requests it held back go through the routing again (LoadForWaiting on a ready version).
-  if (held_back && hooks_.queue_demand_load) hooks_.queue_demand_load(victim.shared_from_this());
 }
 
 // ---- unloads --------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 // unload, unload-if-idle, evict — within each memory domain's budget, and runs the two threads
 // that change them while serving:
 //
-//   loader  runs loads and changes of the served set one at a time, in the order posted;
+//   loader  runs loads and changes of the served set one at a time, in the order posted (a
+//           task posted for later waits for its time, and those behind it go first);
 //   reaper  every 50 ms, or when a version goes idle: answers requests that waited for a load
 //           past their deadline, unloads versions idle past their keep_alive and retired ones
 //           whose requests are done, then calls the tick hook (the config watch).
@@ -12,7 +13,8 @@
 // repository API) takes only idle ones, least recently used first. A load requests wait for
 // also takes busy ones, by what losing each costs: idle before busy, then the least reload time
 // x request rate, then least recently used; the one chosen goes once it has been resident for
-// twice its load time, and at least kMinResidency (no thrash). A busy one is drained — its new
+// twice its load time, and at least kMinResidency (no thrash). Until then the load gives way:
+// it is posted again for later, and the loads queued behind it run. A busy one is drained — its new
 // requests wait for its next load, those in flight finish — then evicted, all within the
 // waiting requests' deadlines. The load fails with who holds what when nothing more can go.
 //
@@ -72,12 +74,17 @@ class Lifecycle {
   void Start(Hooks hooks);  // starts the loader and reaper threads
   // Runs `task` on the loader thread, after those posted before it.
   void Post(std::function<void()> task);
+  // The same, not before `when` (steady clock): tasks posted after it may run first.
+  void PostAt(Clock::time_point when, std::function<void()> task);
   // Stops both threads; tasks still queued run then (each answers "shutting down").
   void Stop();
 
   // Loads `version` from kUnloaded, kOnDemand, kFailed or kHeld (kLoading), or the load its
-  // requests queued (kLoadingOnDemand); it ends kReady or kFailed.
-  void Load(ModelVersion& version);
+  // requests queued (kLoadingOnDemand); it ends kReady or kFailed. With `give_way` (a load its
+  // requests queued), a load that would wait for a victim's minimum residency returns at once
+  // instead, with the time to try again, `version` still kLoadingOnDemand and nothing freed:
+  // the caller posts it again for then (PostAt), and the loads queued behind it go first.
+  std::optional<Clock::time_point> Load(ModelVersion& version, bool give_way = false);
   // Loads every version of `versions` not loaded (with `startup_only`, only `load: startup`
   // ones); the first failure.
   Status LoadAll(const VersionMap& versions, bool startup_only);
@@ -103,9 +110,23 @@ class Lifecycle {
   enum class DrainResult { kDrained, kLookAgain, kTooLate };
   static constexpr auto kMinResidency = std::chrono::seconds(1);
   static constexpr auto kMaxDrainWait = std::chrono::seconds(60);
+  // How long a load that gave way waits at most before it looks again (a victim may go idle).
+  static constexpr auto kLookAgain = std::chrono::milliseconds(100);
 
+  // A load that gave way: when to look again, and what it waits for (the version's reason).
+  struct GiveWay {
+    Clock::time_point until;
+    std::string why;
+  };
   // Before `loading` loads `bytes` more: evicts until they fit, or what is needed and held.
-  Status MakeRoom(const ModelVersion& loading, int64_t bytes);
+  // With `give_way`, a wait for a victim's minimum residency returns OK at once with
+  // *give_way set, and nothing freed.
+  Status MakeRoom(const ModelVersion& loading, int64_t bytes,
+                  std::optional<GiveWay>* give_way = nullptr);
+  // Load's second half, with room made: loads the session into `loaded` (which holds the
+  // runtime lease) and makes `version` kReady; an error leaves the state to the caller.
+  Status FinishLoad(ModelVersion& version, Backend& backend, std::shared_ptr<LoadedModel> loaded,
+                    const MemoryEstimate& estimate);
   // What the other versions of `loading`'s domain hold, and which to free first; `demand`:
   // requests wait for the load.
   RoomScan ScanRoom(const ModelVersion& loading, bool demand) const;
@@ -153,7 +174,12 @@ class Lifecycle {
   Mutex mu_;
   std::condition_variable_any loader_cv_;
   std::condition_variable_any reaper_cv_;
-  std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
+  struct Task {
+    std::function<void()> run;
+    Clock::time_point not_before;
+  };
+  std::deque<Task> tasks_ GUARDED_BY(mu_);
+  uint64_t posted_ GUARDED_BY(mu_) = 0;  // tasks ever posted: a new one wakes a timed wait
   bool wake_reaper_ GUARDED_BY(mu_) = false;
 
   std::jthread loader_;  // last: stopped and joined first

@@ -456,6 +456,40 @@ models:
   EXPECT_EQ(service->GetModel("kept")->state, ModelState::kReady);
 }
 
+// A demand load that must wait for a young model's minimum residency gives way: the load queued
+// behind it, which fits, goes first (the P7 stall: every load waited behind the one waiting).
+TEST_F(InferenceServiceTest, ALoadWaitingForAVictimsResidencyLetsTheLoadsBehindItGoFirst) {
+  auto service = Start(R"(global: {memory_pool: 100, preflight: {factor: 1.0, max_fill: 1.0}}
+models:
+  - {name: young, backend: identity, load: on_demand, params: {memory_mb: 60, tensors: [{datatype: INT32}]}}
+  - {name: big, backend: identity, load: on_demand, params: {memory_mb: 60, tensors: [{datatype: INT32}]}}
+  - {name: small, backend: identity, load: on_demand, params: {memory_mb: 30, tensors: [{datatype: INT32}]}}
+)");
+  ASSERT_TRUE(Infer(*service, Ints("young", {1})).ok());  // resident for its 1 s minimum from now
+  auto big = std::async(std::launch::async, [&] { return Infer(*service, Ints("big", {2})); });
+  while (service->GetModel("big")->reason.find("waits for room") == std::string::npos) {
+    ASSERT_NE(big.wait_for(std::chrono::milliseconds(1)), std::future_status::ready)
+        << "big loaded before young's minimum residency";
+  }
+  EXPECT_THAT(service->GetModel("big")->reason,
+              HasSubstr("waits for room on device host: young v1 may be evicted in "));
+  ASSERT_TRUE(Infer(*service, Ints("small", {3})).ok()) << "small fits beside young";
+  EXPECT_EQ(service->GetModel("young")->state, ModelState::kReady)
+      << "small loaded without waiting for young's eviction";
+  auto answer = big.get();
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  std::vector<std::string> order;
+  for (const Event& e : service->events().Since(0)) {
+    if (e.kind == "loaded" || e.kind == "evicted") order.push_back(e.kind + " " + e.model);
+  }
+  // small (30) beside young (60); then big needs both gone (60 + 60 + 30 > 100), cheapest first.
+  ASSERT_GE(order.size(), 3u);
+  EXPECT_EQ(order[0], "loaded young");
+  EXPECT_EQ(order[1], "loaded small");
+  EXPECT_EQ(order.back(), "loaded big");
+  EXPECT_EQ(service->GetModel("big")->loads, 1) << "giving way is not a load";
+}
+
 // ---- versions, labels, canary, reload, repository ----------------------------------------------
 
 constexpr const char* kVersioned = R"(models:

@@ -182,6 +182,13 @@ LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors) {
   o.sigmoid = r.Bool("sigmoid", o.sigmoid);
   o.chat_template = r.String("chat_template", o.chat_template);
   o.huge_pages = r.Bool("huge_pages", o.huge_pages);
+  o.mmap = r.Bool("mmap", o.mmap);
+  if (o.huge_pages && o.mmap) {
+    // huge_pages advises the buffers a copy fills; mapped weights are the page cache's.
+    r.Error("huge_pages", "huge_pages only with mmap: false (it advises the buffers the weights "
+            "are copied into; mapped weights have none)", "true with mmap: true",
+            "drop one of the two");
+  }
   if (r.Has("max_tokens") && model.task != "generate") {
     r.Error("max_tokens", "no max_tokens (only task generate generates tokens)",
             "it with task " + model.task);
@@ -271,15 +278,15 @@ Result<std::unique_ptr<Session>> LlamaBackend::LoadSession(const ModelConfig& mo
                            "(cls.output.weight); '" + model.path.string() + "' has none");
   }
   llama_model_params params = llama_model_default_params();
-  // Weights copied into memory the process owns rather than mapped from the file: the budget
-  // then sees them from the load on, not page by page as they are first touched.
-  params.load_mode = LLAMA_LOAD_MODE_NONE;
+  // Weights copied into memory the process owns (resident from the load on, as the budget
+  // counts them; a file replaced in place cannot fault a running model), or with params.mmap
+  // the page cache's: a reload after an eviction then reads and copies nothing.
+  params.load_mode = options.mmap ? LLAMA_LOAD_MODE_MMAP : LLAMA_LOAD_MODE_NONE;
   params.lazy_mode = LLAMA_LAZY_MODE_OFF;
   // With params.huge_pages, on huge pages as the page cache would have mapped them: llama.cpp
   // allocates the weight buffers before it reads the first tensor and reports progress before
-  // each, so the first report is the moment to advise them (llama_backend.h says what it is
-  // worth and costs). Until then no other llama.cpp allocation runs, so no other model's
-  // buffers are advised.
+  // each, so the first report is the moment to advise them. Until then no other llama.cpp
+  // allocation runs, so no other model's buffers are advised.
   // The same callback reports how far the load has read (LoadProgress).
   struct Progress {
     LoadProgress& reported;

@@ -25,6 +25,10 @@
 //                       # tokens/s for a 0.5B F16 model here, but on a VM whose balloon takes
 //                       # back free 2 MiB blocks (this one) every cold load is ~10x slower
 //                       # (2.5 s instead of 0.22 s for 254 MB); worth it on bare metal
+//     mmap: false       # map the weights from the file (the page cache's) instead of copying
+//                       # them: a reload after an eviction costs no read and no copy (llama-base
+//                       # 3.7 s -> see P7); but the file must not be replaced in place while
+//                       # loaded (a truncated mapping faults), and not with huge_pages
 //
 // Sessions share the loaded weights; each worker thread gets its own llama_context.
 #pragma once

@@ -21,6 +21,7 @@ struct LlamaOptions {
   std::string chat_template;  // generate: overrides the model's tokenizer.chat_template
   int max_tokens = 128;       // generate: tokens per request when the request sets none
   bool huge_pages = false;    // advise the weight buffers onto transparent huge pages
+  bool mmap = false;          // map the weights from the file instead of copying them
 };
 
 LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors);

@@ -454,6 +454,46 @@ TEST_F(LlamaBackendTest, WeightsLandOnHugePagesOnlyWhenAskedTo) {
   }
 }
 
+// Whether the process maps `file` now (/proc/self/maps names it).
+bool MapsFile(const std::string& file) {
+  std::ifstream in("/proc/self/maps");
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() >= file.size() && line.compare(line.size() - file.size(), file.size(), file) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST_F(LlamaBackendTest, MappedWeightsAnswerBitwiseAsCopiedOnesAndOnlyMmapMapsTheFile) {
+  const std::string file = std::filesystem::canonical(GeneratedModel("bert-tiny.gguf")).string();
+  const std::vector<std::string> texts = {"hello world", "a second, longer text"};
+  std::vector<float> answers[2];
+  for (const bool mapped : {false, true}) {
+    auto service = Start("models:\n  - name: embedder\n    path: " + file +
+                         "\n    task: embed\n    params: {mmap: " + (mapped ? "true" : "false") +
+                         "}\n");
+    ASSERT_EQ(service->GetModel("embedder")->state, ModelState::kReady);
+    EXPECT_EQ(MapsFile(file), mapped) << "mmap: " << mapped;
+    auto result = Submit(*service, Embed(texts)).get();
+    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    answers[mapped] = Floats(result->outputs[0]);
+    // The budget charges the same bytes whichever way the weights sit.
+    EXPECT_GT(service->GetModel("embedder")->resident_bytes,
+              static_cast<int64_t>(std::filesystem::file_size(file)) / 2);
+  }
+  EXPECT_FALSE(MapsFile(file)) << "unloading unmaps the file";
+  ASSERT_EQ(answers[0].size(), answers[1].size());
+  EXPECT_EQ(std::memcmp(answers[0].data(), answers[1].data(), answers[0].size() * sizeof(float)), 0);
+
+  // huge_pages advises the buffers a copy fills: with mapped weights it would do nothing.
+  const std::string yaml = EmbedderYaml("    params: {mmap: true, huge_pages: true}\n");
+  auto config = ParseConfig(yaml, dir_.Write("e.yaml", yaml).string(), backends_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr("models[0].params.huge_pages: expected huge_pages only with mmap: false"));
+}
+
 TEST_F(LlamaBackendTest, ALargeBatchLeavesNoLogitsBufferResident) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the sanitizer's allocator keeps freed buffers resident; the regular build runs this";

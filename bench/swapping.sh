@@ -65,9 +65,9 @@ config() {  # config BUDGET_MB
   printf 'global:\n  memory_pool: %s\n  keep_alive: 5m\nmodels:\n' "$1"
   for m in "${MODELS[@]}"; do
     case $m in
-      embed-*) task=embed extra="max_batch: 64, max_queue_delay_ms: 2, params: {n_parallel: 16, n_batch: 2048, n_threads: $THREADS}" ;;
-      rerank-*) task=rerank extra="max_batch: 16, params: {n_parallel: 16, n_batch: 2048, n_threads: $THREADS}" ;;
-      gen-*) task=generate extra="timeout_ms: 600000, params: {n_parallel: 4, n_ctx: 512, n_batch: 512, n_threads: $THREADS}" ;;
+      embed-*) task=embed extra="max_batch: 64, max_queue_delay_ms: 2, params: {n_parallel: 16, n_batch: 2048, n_threads: $THREADS, mmap: true}" ;;
+      rerank-*) task=rerank extra="max_batch: 16, params: {n_parallel: 16, n_batch: 2048, n_threads: $THREADS, mmap: true}" ;;
+      gen-*) task=generate extra="timeout_ms: 600000, params: {n_parallel: 4, n_ctx: 512, n_batch: 512, n_threads: $THREADS, mmap: true}" ;;
     esac
     echo "  - {name: $m, path: ${FILE[$m]}, task: $task, load: on_demand, $extra}"
   done

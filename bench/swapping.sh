@@ -15,7 +15,8 @@
 # the router's native /completion, as in rag_mix.sh), one server after the other, alternating
 # rounds. Reports requests/s and p50/p99 per model class, loads and evictions, errors.
 #   bench/swapping.sh [mixed|tiny]   (tiny: the base slots use the tiny files too — the quick run)
-#                     (BENCH_SECONDS=60 BENCH_WARMUP=5 BENCH_CLIENTS=16 BENCH_SHIFT=20 BENCH_ROUNDS=1)
+#                     (BENCH_SECONDS=60 BENCH_WARMUP=5 BENCH_CLIENTS=16 BENCH_SHIFT=20 BENCH_ROUNDS=1
+#                      BENCH_MMAP=true)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZE="${1:-mixed}"
@@ -24,6 +25,7 @@ WARMUP="${BENCH_WARMUP:-5}"
 CLIENTS="${BENCH_CLIENTS:-16}"
 SHIFT="${BENCH_SHIFT:-20}"
 ROUNDS="${BENCH_ROUNDS:-1}"
+MMAP="${BENCH_MMAP:-true}"  # mmserve's llama params.mmap (false: weights copied at each load)
 N=8  # tokens per generated answer
 source "$ROOT/bench/lib.sh"
 BIG=base
@@ -65,9 +67,9 @@ config() {  # config BUDGET_MB
   printf 'global:\n  memory_pool: %s\n  keep_alive: 5m\nmodels:\n' "$1"
   for m in "${MODELS[@]}"; do
     case $m in
-      embed-*) task=embed extra="max_batch: 64, max_queue_delay_ms: 2, params: {n_parallel: 16, n_batch: 2048, n_threads: $THREADS, mmap: true}" ;;
-      rerank-*) task=rerank extra="max_batch: 16, params: {n_parallel: 16, n_batch: 2048, n_threads: $THREADS, mmap: true}" ;;
-      gen-*) task=generate extra="timeout_ms: 600000, params: {n_parallel: 4, n_ctx: 512, n_batch: 512, n_threads: $THREADS, mmap: true}" ;;
+      embed-*) task=embed extra="max_batch: 64, max_queue_delay_ms: 2, params: {n_parallel: 16, n_batch: 2048, n_threads: $THREADS, mmap: $MMAP}" ;;
+      rerank-*) task=rerank extra="max_batch: 16, params: {n_parallel: 16, n_batch: 2048, n_threads: $THREADS, mmap: $MMAP}" ;;
+      gen-*) task=generate extra="timeout_ms: 600000, params: {n_parallel: 4, n_ctx: 512, n_batch: 512, n_threads: $THREADS, mmap: $MMAP}" ;;
     esac
     echo "  - {name: $m, path: ${FILE[$m]}, task: $task, load: on_demand, $extra}"
   done
@@ -132,6 +134,10 @@ run() {
     echo "$(metric_sum "$port" mmserve_model_loads_total) $(metric_sum "$port" mmserve_model_evictions_total)" \
       "$(grep -o 'loaded version .* in [0-9]* ms' "$TMP/mm.$round.log" | awk '{s += $(NF-1)} END {print s / 1000}')" \
       >"$TMP/$side.$round.counts"
+    # Each answer's time split (access log): queued behind its model's requests, computing, and
+    # the rest, waiting for its model to load (or drain for another's load).
+    grep -oE 'model=[^ ]+ version=[^ ]+ status=OK queue_ms=[0-9.]+ compute_ms=[0-9.]+ total_ms=[0-9.]+' \
+      "$TMP/mm.$round.log" >"$TMP/mm.$round.access" || true
   else
     echo "$(grep -c 'spawning server instance with name' "$TMP/ls.$round.log") $(grep -c 'stopping model instance name' "$TMP/ls.$round.log") 0" >"$TMP/$side.$round.counts"
   fi
@@ -184,6 +190,24 @@ print(f"| seconds spent loading (mmserve's loader) | {med(mm, lambda j: j['loadi
 print(f"| errors | {med(mm, lambda j: j['errors']):.0f} | {med(ls, lambda j: j['errors']):.0f} | | 0 |")
 a, b = med(mm, lambda j: j["peak"]), med(ls, lambda j: j["peak"])
 print(f"| peak resident memory (MiB, all processes) | {a/1024:.0f} | {b/1024:.0f} | {ratio(a, b)} | |")
+# Where mmserve's slowest answers spent their time (what bounds its p99).
+for r in range(1, rounds + 1):
+    rows = []
+    for line in open(f"{tmp}/mm.{r}.access"):
+        f = dict(kv.split("=", 1) for kv in line.split())
+        total, queue, compute = float(f["total_ms"]), float(f["queue_ms"]), float(f["compute_ms"])
+        rows.append((total, queue, compute, f["model"].strip('"')))
+    rows.sort(reverse=True)
+    worst = rows[:max(1, len(rows) // 100)]
+    if not worst: continue
+    t = sum(w[0] for w in worst)
+    q, c = sum(w[1] for w in worst), sum(w[2] for w in worst)
+    models = {}
+    for w in worst: models[w[3]] = models.get(w[3], 0) + 1
+    print(f"\nmmserve round {r}, its slowest 1 % ({len(worst)} of {len(rows)} answers, "
+          f"{worst[-1][0]:.0f} ms and more): {100 * (t - q - c) / t:.0f} % of their time waiting "
+          f"for a load, {100 * q / t:.0f} % queued, {100 * c / t:.0f} % computing; "
+          + ", ".join(f"{m} {n}" for m, n in sorted(models.items(), key=lambda x: -x[1])))
 for s, runs in (("mmserve", mm), ("router", ls)):
     for j in runs:
         if j.get("first_error"): print(f"\n{s}: first error: {j['first_error'][:300]}")

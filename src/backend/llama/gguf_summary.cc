@@ -309,6 +309,11 @@ Result<GgufSummary> ReadGgufUncached(const std::string& path) {
   }
   GgufSummary s;
   MMS_RETURN_IF_ERROR(ReadTensors(c, n_tensors, alignment, path, s));
+  // The data section starts at the next multiple of the alignment, inside the file.
+  const uint64_t table_end = 4 + c.offset();
+  if (n_tensors > 0 && (table_end + alignment - 1) / alignment * alignment > m.size) {
+    return Corrupt(path, "it ends before its tensor data begins");
+  }
   if (auto it = kv.types.find("general.architecture"); it != kv.types.end()) {
     if (it->second != kString) return Corrupt(path, "general.architecture is not a string");
     s.architecture = std::string(kv.architecture.substr(0, kv.architecture.find('\0')));

@@ -100,6 +100,7 @@ struct Gguf {
     uint64_t offset = 0;
   };
   std::vector<Tensor> tensors;
+  bool data = true;  // padding and room for the tensors' data after the table
 
   template <typename T>
   static void Put(std::string& out, T v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
@@ -134,8 +135,9 @@ struct Gguf {
       Put(out, t.type);
       Put(out, t.offset);
     }
+    if (!data) return out;
     out.resize((out.size() + 31) / 32 * 32, '\0');
-    return out + std::string(4096, '\0');  // room for the tensors' data
+    return out + std::string(4096, '\0');
   }
 };
 
@@ -178,6 +180,9 @@ TEST(GgufSummaryTest, RefusesWhatLlamaCppsReaderRefuses) {
   bad = good;
   bad.tensors[0].dims = {4, -2};
   EXPECT_THAT(both("negative.gguf", bad).status().message(), HasSubstr("impossible shape"));
+  bad = good;
+  bad.data = false;  // the file ends with the table, before the aligned start of the data
+  EXPECT_THAT(both("nodata.gguf", bad).status().message(), HasSubstr("before its tensor data"));
   bad = good;
   bad.version = 1;
   EXPECT_THAT(both("v1.gguf", bad).status().message(), HasSubstr("GGUF version 1"));

@@ -34,6 +34,10 @@ def strip(line, state):
             state["block"] = True
             i += 2
             continue
+        if c == "'" and i > 0 and line[i - 1].isdigit() and line[max(0, i - 2):i] != "u8":
+            out.append(c)  # a digit separator (1'000'000), not a character literal
+            i += 1
+            continue
         if c in "\"'":
             if c == '"' and i > 0 and line[i - 1] == "R":  # raw strings: skip to the delimiter
                 m = re.match(r'"([^(]*)\(', line[i:])

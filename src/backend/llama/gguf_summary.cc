@@ -27,6 +27,10 @@ namespace {
 constexpr int64_t kMaxLayers = 1 << 14;
 constexpr int64_t kMaxWidth = 1 << 20;  // embedding width, heads
 constexpr int64_t kMaxVocab = 1 << 24;
+// Released models have tens of keys and up to a few thousand tensors; a file that claims more
+// would only make the reader hold millions of entries.
+constexpr uint64_t kMaxKeys = 1 << 16;
+constexpr uint64_t kMaxTensors = 1 << 20;
 
 Status Corrupt(const std::string& path, const std::string& what) {
   return InvalidArgument("'" + path + "' is a corrupt GGUF file: " + what);
@@ -144,6 +148,9 @@ Result<KeyValues> ReadKeyValues(Cursor& c, uint64_t n_kv, const std::string& pat
     }
     if (n > c.left() / sizeof(uint64_t)) return Corrupt(path, "its key-value section is cut short");
     if (tokens) {
+      if (n > static_cast<uint64_t>(kMaxVocab)) {
+        return Corrupt(path, "tokenizer.ggml.tokens has " + std::to_string(n) + " tokens");
+      }
       kv.tokens_are_strings = true;
       kv.tokens.reserve(n);  // each at least its 8-byte length: bounded by the file
     }
@@ -297,6 +304,11 @@ Result<GgufSummary> ReadGgufUncached(const std::string& path) {
   }
   if (version < 2 || version > 3) {
     return Corrupt(path, "GGUF version " + std::to_string(version) + " (2 and 3 are read)");
+  }
+  if (n_kv > kMaxKeys || n_tensors > kMaxTensors) {
+    return Corrupt(path, std::to_string(n_kv) + " keys and " + std::to_string(n_tensors) +
+                             " tensors (at most " + std::to_string(kMaxKeys) + " and " +
+                             std::to_string(kMaxTensors) + " are plausible)");
   }
   MMS_ASSIGN_OR_RETURN(KeyValues kv, ReadKeyValues(c, n_kv, path));
   uint64_t alignment = 32;  // GGUF_DEFAULT_ALIGNMENT

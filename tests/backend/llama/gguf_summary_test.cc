@@ -184,6 +184,10 @@ TEST(GgufSummaryTest, RefusesWhatLlamaCppsReaderRefuses) {
   bad.data = false;  // the file ends with the table, before the aligned start of the data
   EXPECT_THAT(both("nodata.gguf", bad).status().message(), HasSubstr("before its tensor data"));
   bad = good;
+  bad.kvs.assign(70000, Gguf::U32("k", 1));  // llama.cpp would read them (and refuse the twins)
+  auto many = ReadGguf(dir.Write("many.gguf", bad.Bytes()).string());
+  EXPECT_THAT(many.status().message(), HasSubstr("70000 keys and 2 tensors (at most 65536"));
+  bad = good;
   bad.version = 1;
   EXPECT_THAT(both("v1.gguf", bad).status().message(), HasSubstr("GGUF version 1"));
   bad = good;

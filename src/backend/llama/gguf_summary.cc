@@ -87,30 +87,30 @@ class Cursor {
   const char* begin_;
 };
 
-// What ReadGgufUncached needs of the key-value section.
-struct KeyValues {
-  std::map<std::string_view, uint32_t> u32;  // every u32 value
-  std::map<std::string_view, GgufType> types;  // every key's type (kArray for arrays)
-  std::string_view architecture;
-  std::vector<std::string_view> tokens;  // tokenizer.ggml.tokens, when a list of strings
-  bool tokens_are_strings = false;
+// One key of the key-value section: its type and, for a u32, its value.
+struct Key {
+  GgufType type;
+  GgufType element = kTypeCount;  // a list's elements
+  uint32_t u32 = 0;
 };
 
-// Reads one value of `type` (not an array) for `key`, keeping what KeyValues wants.
-bool ReadValue(Cursor& c, GgufType type, std::string_view key, KeyValues& kv) {
-  if (type == kString) {
+// What ReadGgufUncached needs of the key-value section.
+struct KeyValues {
+  std::map<std::string_view, Key> keys;  // every key
+  std::string_view architecture;
+  std::vector<std::string_view> tokens;  // tokenizer.ggml.tokens, when a list of strings
+};
+
+// Reads one value (not a list) for `key`, keeping what KeyValues wants.
+bool ReadValue(Cursor& c, std::string_view key, Key& k, KeyValues& kv) {
+  if (k.type == kString) {
     std::string_view v;
     if (!c.String(v)) return false;
     if (key == "general.architecture") kv.architecture = v;
     return true;
   }
-  if (type == kU32) {
-    uint32_t v = 0;
-    if (!c.Read(v)) return false;
-    kv.u32[key] = v;
-    return true;
-  }
-  return c.Skip(kScalarSize[type]);
+  if (k.type == kU32) return c.Read(k.u32);
+  return c.Skip(kScalarSize[k.type]);
 }
 
 // The key-value section, checked as llama.cpp's gguf reader checks it (non-empty, unique keys,
@@ -123,11 +123,12 @@ Result<KeyValues> ReadKeyValues(Cursor& c, uint64_t n_kv, const std::string& pat
     if (!c.String(key) || !c.Read(type)) return Corrupt(path, "its key-value section is cut short");
     if (key.empty()) return Corrupt(path, "key " + std::to_string(i) + " is empty");
     if (type >= kTypeCount) return Corrupt(path, "a key has the unknown type " + std::to_string(type));
-    if (!kv.types.emplace(key, static_cast<GgufType>(type)).second) {
+    auto [entry, fresh] = kv.keys.emplace(key, Key{.type = static_cast<GgufType>(type)});
+    if (!fresh) {
       return Corrupt(path, "the key " + Abbreviate(ToValidUtf8(key), 80) + " appears twice");
     }
     if (type != kArray) {
-      if (!ReadValue(c, static_cast<GgufType>(type), key, kv)) {
+      if (!ReadValue(c, key, entry->second, kv)) {
         return Corrupt(path, "its key-value section is cut short");
       }
       continue;
@@ -139,6 +140,7 @@ Result<KeyValues> ReadKeyValues(Cursor& c, uint64_t n_kv, const std::string& pat
       return Corrupt(path, "the list " + Abbreviate(ToValidUtf8(key), 80) + " has elements of type " +
                                std::to_string(element));
     }
+    entry->second.element = static_cast<GgufType>(element);
     const bool tokens = key == "tokenizer.ggml.tokens" && element == kString;
     if (element != kString) {
       if (n > c.left() / kScalarSize[element] || !c.Skip(n * kScalarSize[element])) {
@@ -151,7 +153,6 @@ Result<KeyValues> ReadKeyValues(Cursor& c, uint64_t n_kv, const std::string& pat
       if (n > static_cast<uint64_t>(kMaxVocab)) {
         return Corrupt(path, "tokenizer.ggml.tokens has " + std::to_string(n) + " tokens");
       }
-      kv.tokens_are_strings = true;
       kv.tokens.reserve(n);  // each at least its 8-byte length: bounded by the file
     }
     for (uint64_t e = 0; e < n; ++e) {
@@ -216,9 +217,9 @@ Status ReadTensors(Cursor& c, uint64_t n_tensors, uint64_t alignment, const std:
 // A u32 hyperparameter within [0, max]: `fallback` when absent or of another type.
 Result<int64_t> U32(const KeyValues& kv, const std::string& path, const std::string& key,
                     int64_t fallback, int64_t max) {
-  const auto it = kv.u32.find(key);
-  if (it == kv.u32.end()) return fallback;
-  const int64_t v = it->second;
+  const auto it = kv.keys.find(key);
+  if (it == kv.keys.end() || it->second.type != kU32) return fallback;
+  const int64_t v = it->second.u32;
   if (v > max) {
     return Corrupt(path, Abbreviate(ToValidUtf8(key), 80) + " is " + std::to_string(v) +
                              " (at most " + std::to_string(max) + " is plausible)");
@@ -228,9 +229,11 @@ Result<int64_t> U32(const KeyValues& kv, const std::string& path, const std::str
 
 // llama.cpp builds token → id and id → token maps and asserts that they have the same size.
 Status CheckVocabulary(const KeyValues& kv, const std::string& path, int64_t& n_vocab) {
-  const auto type = kv.types.find("tokenizer.ggml.tokens");
-  if (type == kv.types.end()) return Status::Ok();  // llama.cpp reports a missing vocabulary itself
-  if (!kv.tokens_are_strings) return Corrupt(path, "tokenizer.ggml.tokens is not a list of strings");
+  const auto it = kv.keys.find("tokenizer.ggml.tokens");
+  if (it == kv.keys.end()) return Status::Ok();  // llama.cpp reports a missing vocabulary itself
+  if (it->second.type != kArray || it->second.element != kString) {
+    return Corrupt(path, "tokenizer.ggml.tokens is not a list of strings");
+  }
   const size_t n = kv.tokens.size();
   if (n == 0 || static_cast<int64_t>(n) > kMaxVocab) {
     return Corrupt(path, "tokenizer.ggml.tokens has " + std::to_string(n) + " tokens");
@@ -312,9 +315,9 @@ Result<GgufSummary> ReadGgufUncached(const std::string& path) {
   }
   MMS_ASSIGN_OR_RETURN(KeyValues kv, ReadKeyValues(c, n_kv, path));
   uint64_t alignment = 32;  // GGUF_DEFAULT_ALIGNMENT
-  if (auto it = kv.types.find("general.alignment"); it != kv.types.end()) {
-    if (it->second != kU32) return Corrupt(path, "general.alignment is not a u32");
-    alignment = kv.u32.at("general.alignment");
+  if (auto it = kv.keys.find("general.alignment"); it != kv.keys.end()) {
+    if (it->second.type != kU32) return Corrupt(path, "general.alignment is not a u32");
+    alignment = it->second.u32;
     if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
       return Corrupt(path, "general.alignment " + std::to_string(alignment) + " is not a power of 2");
     }
@@ -326,8 +329,8 @@ Result<GgufSummary> ReadGgufUncached(const std::string& path) {
   if (n_tensors > 0 && (table_end + alignment - 1) / alignment * alignment > m.size) {
     return Corrupt(path, "it ends before its tensor data begins");
   }
-  if (auto it = kv.types.find("general.architecture"); it != kv.types.end()) {
-    if (it->second != kString) return Corrupt(path, "general.architecture is not a string");
+  if (auto it = kv.keys.find("general.architecture"); it != kv.keys.end()) {
+    if (it->second.type != kString) return Corrupt(path, "general.architecture is not a string");
     s.architecture = std::string(kv.architecture.substr(0, kv.architecture.find('\0')));
     if (!IsValidUtf8(s.architecture)) {
       return Corrupt(path, "general.architecture \"" + Abbreviate(ToValidUtf8(s.architecture)) +

@@ -12,9 +12,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -85,6 +87,9 @@ class YieldPoint {
 // The most batches one Instance::ExecuteEach() call takes.
 inline constexpr int kMaxBatchesPerCall = 8;
 
+// How long a worker waits without work before it parks its instance (Instance::Park).
+inline constexpr std::chrono::milliseconds kParkAfter{200};
+
 class Instance {
  public:
   virtual ~Instance() = default;
@@ -115,6 +120,14 @@ class Instance {
   // instead, which makes a busy small model several times slower next to an idle one. The next
   // execution starts them again. Called only on the worker thread.
   virtual void Park() {}
+  // The worker has had nothing to run for release_after() (after Park): give back what the next
+  // execution can make again, keeping the model. llama.cpp: the instance's context (its KV
+  // cache, its graph's metadata), made again with the same parameters at the next execution.
+  // The memory budget keeps counting what was given back: it is this model's to take again.
+  // Called only on the worker thread, and only while a continuous instance is idle().
+  virtual void Release() {}
+  // How long a worker waits idle before Release(); nullopt: never.
+  virtual std::optional<std::chrono::milliseconds> release_after() const { return std::nullopt; }
 
  private:
   YieldPoint* yield_ = nullptr;

@@ -11,15 +11,6 @@
 
 namespace mmserve {
 
-namespace {
-
-using namespace std::chrono_literals;
-
-// A worker idle this long parks its instance (Instance::Park).
-constexpr auto kParkAfter = 200ms;
-
-}  // namespace
-
 template <typename Pred>
 bool ModelScheduler::WaitForWork(std::unique_lock<std::mutex>& lock, std::stop_token stop,
                                  Instance& instance, Pred has_work) {
@@ -28,6 +19,14 @@ bool ModelScheduler::WaitForWork(std::unique_lock<std::mutex>& lock, std::stop_t
     lock.unlock();
     instance.Park();
     lock.lock();
+    const auto release = instance.release_after();
+    if (release && !cv_.wait_for(lock, stop, std::max<Clock::duration>(*release - kParkAfter, Clock::duration(0)),
+                                 has_work)) {
+      if (stop.stop_requested()) return false;
+      lock.unlock();
+      instance.Release();
+      lock.lock();
+    }
     cv_.wait(lock, stop, has_work);
   }
   return !stop.stop_requested();

@@ -219,7 +219,7 @@ class ModelScheduler {
   // Runs options_.warmup executions per tier on `instance` (its own thread).
   Status Warmup(Instance& instance);
   // Waits until `has_work` (REQUIRES: `lock` holds mu_), parking `instance` once it has waited
-  // kParkAfter; false when stopped.
+  // kParkAfter, releasing it after its release_after(); false when stopped.
   template <typename Pred>
   bool WaitForWork(std::unique_lock<std::mutex>& lock, std::stop_token stop, Instance& instance,
                    Pred has_work);

@@ -233,6 +233,9 @@ void SchedulerFamilies(Writer& w) {
            [](M m) { return Counter(m, "worker_restarts"); });
   w.Family("mmserve_worker_pid", "gauge", "The process id of an isolated model's worker (0: none)",
            [](M m) { return Counter(m, "worker_pid"); });
+  w.Family("mmserve_context_releases_total", "counter",
+           "Times an idle worker freed its engine context (params.idle_context_ms)",
+           [](M m) { return Counter(m, "context_releases"); });
   w.Family("mmserve_tokens_generated_total", "counter", "Tokens generated",
            [](M m) { return Counter(m, "generated_tokens"); });
   w.Family("mmserve_tokens_decoded_total", "counter",

@@ -37,7 +37,10 @@ ModelInfo Model(const std::string& name, bool loaded) {
     ttft.Record(150'000'000);
     ttft.Record(150'000'000);
     info.histograms["time_to_first_token"] = ttft;
-    info.counters = {{"generated_tokens", 42}, {"first_tokens", 2}, {"first_token_ns", 300'000'000}};
+    info.counters = {{"generated_tokens", 42},
+                     {"first_tokens", 2},
+                     {"first_token_ns", 300'000'000},
+                     {"context_releases", 3}};
   }
   return info;
 }
@@ -55,6 +58,7 @@ TEST(PrometheusTest, SamplesCarryModelAndVersionAndEachFamilyHasHelpAndType) {
   EXPECT_THAT(text, HasSubstr("mmserve_model_estimated_bytes{model=\"idle\",version=\"2\","
                               "device=\"1\"} 1000"));
   EXPECT_THAT(text, HasSubstr("mmserve_tokens_generated_total{model=\"a\\\"b\",version=\"2\"} 42"));
+  EXPECT_THAT(text, HasSubstr("mmserve_context_releases_total{model=\"a\\\"b\",version=\"2\"} 3"));
   EXPECT_THAT(text, HasSubstr("mmserve_time_to_first_token_seconds_sum{model=\"a\\\"b\","
                               "version=\"2\"} 0.3"));
   // Histograms: cumulative buckets with le, then +Inf, _sum in seconds and _count.

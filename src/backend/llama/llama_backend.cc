@@ -17,6 +17,8 @@
 namespace mmserve {
 namespace {
 
+constexpr int64_t kMaxIdleContextMs = 24LL * 3600 * 1000;  // params.idle_context_ms: a day
+
 // A generator's KV cache: sequences, and cells per sequence (params, else llama.cpp's defaults).
 int64_t KvSequences(const LlamaOptions& o) { return o.n_parallel > 0 ? o.n_parallel : 4; }
 int64_t KvCells(const LlamaOptions& o) { return o.n_ctx > 0 ? o.n_ctx : 2048; }
@@ -96,6 +98,7 @@ class LlamaSession final : public Session {
             {"sequences", static_cast<int64_t>(stats_.sequences.load())},
             {"tokens", static_cast<int64_t>(stats_.tokens.load())},
             {"generated_tokens", static_cast<int64_t>(stats_.generated_tokens.load())},
+            {"context_releases", static_cast<int64_t>(stats_.context_releases.load())},
             {"first_tokens", first.count},
             {"first_token_ns", first.sum_ns}};
   }
@@ -183,6 +186,10 @@ LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors) {
   o.chat_template = r.String("chat_template", o.chat_template);
   o.huge_pages = r.Bool("huge_pages", o.huge_pages);
   o.mmap = r.Bool("mmap", o.mmap);
+  // A generator's context is mostly its KV cache, cleared whole when made: making it again
+  // costs seconds (docs/BENCHMARKS.md P6), so a generator keeps it unless told otherwise.
+  o.idle_context_ms = r.Int("idle_context_ms", model.task == "generate" ? -1 : o.idle_context_ms,
+                            -1, kMaxIdleContextMs);
   if (o.huge_pages && o.mmap) {
     // huge_pages advises the buffers a copy fills; mapped weights are the page cache's.
     r.Error("huge_pages", "huge_pages only with mmap: false (it advises the buffers the weights "

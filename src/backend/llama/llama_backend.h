@@ -29,6 +29,11 @@
 //                       # them: a reload after an eviction costs no read and no copy (llama-base
 //                       # 3.7 s -> see P7); but the file must not be replaced in place while
 //                       # loaded (a truncated mapping faults), and not with huge_pages
+//     idle_context_ms: 30000  # a worker idle this long frees its llama.cpp context (graph
+//                       # metadata, buffers, KV cache) and makes it again at its next request;
+//                       # the budget keeps its bytes. -1 = never. Embed/rerank: 2.2 MiB of
+//                       # bert-base for ~30 ms on the next request. Generate: -1 by default
+//                       # (llama-base with 4 slots: 1 GiB freed, but 5.5 s to make it again)
 //
 // Sessions share the loaded weights; each worker thread gets its own llama_context.
 #pragma once

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <malloc.h>
 #include <string_view>
 
 #ifdef _OPENMP
@@ -56,21 +57,45 @@ void LlamaHooks::Attach(llama_context_params& params) {
   params.cb_eval_user_data = this;
 }
 
-Result<LlamaContext> CreateLlamaContext(const llama_model* model, const LlamaOptions& options,
-                                        const std::function<void(llama_context_params&)>& configure) {
+LlamaContext::LlamaContext(const llama_model* model, const llama_context_params& params)
+    : model_(model), params_(params), hooks_(std::make_unique<LlamaHooks>()) {
+  hooks_->Attach(params_);
+}
+
+Result<LlamaContext> LlamaContext::Create(
+    const llama_model* model, const LlamaOptions& options,
+    const std::function<void(llama_context_params&)>& configure) {
   llama_context_params params = llama_context_default_params();
   params.n_threads = ThreadCount(options);
   params.n_threads_batch = params.n_threads;
   params.no_perf = true;
   configure(params);
-  LlamaContext out{.hooks = std::make_unique<LlamaHooks>()};
-  out.hooks->Attach(params);
-  {
-    auto lock = LockLlamaAllocations();
-    out.context.reset(llama_init_from_model(const_cast<llama_model*>(model), params));
-  }
-  if (!out.context) return Internal("llama.cpp could not create a context (see its log)");
+  LlamaContext out(model, params);
+  MMS_RETURN_IF_ERROR(out.Acquire().status());
   return out;
+}
+
+Result<llama_context*> LlamaContext::Acquire() {
+  if (!context_) {
+    auto lock = LockLlamaAllocations();
+    context_.reset(llama_init_from_model(const_cast<llama_model*>(model_), params_));
+  }
+  if (!context_) return Internal("llama.cpp could not create a context (see its log)");
+  return context_.get();
+}
+
+bool LlamaContext::Release() {
+  if (!context_) return false;
+  context_.reset();
+  // The graph's metadata sat in this thread's malloc arena, between blocks still in use: hand
+  // the free pages back, not only the arena's top.
+  malloc_trim(0);
+  return true;
+}
+
+std::optional<std::chrono::milliseconds> IdleContextRelease(const LlamaOptions& options) {
+  if (options.idle_context_ms < 0) return std::nullopt;
+  return std::chrono::milliseconds(options.idle_context_ms);
 }
 
 std::unique_lock<std::mutex> LockLlamaAllocations() {
@@ -101,7 +126,7 @@ Result<std::unique_ptr<LlamaEncoder>> LlamaEncoder::Create(const llama_model* mo
                                                           const LlamaOptions& options,
                                                           LlamaStats& stats) {
   const int n_batch = options.n_batch;
-  auto created = CreateLlamaContext(model, options, [&](llama_context_params& params) {
+  auto created = LlamaContext::Create(model, options, [&](llama_context_params& params) {
     params.n_batch = static_cast<uint32_t>(n_batch);
     params.n_ubatch = static_cast<uint32_t>(n_batch);  // encoders take a whole batch in one ubatch
     params.n_seq_max = static_cast<uint32_t>(std::min<size_t>(
@@ -123,26 +148,24 @@ Result<std::unique_ptr<LlamaEncoder>> LlamaEncoder::Create(const llama_model* mo
     }
   });
   if (!created.ok()) return created.status();
-  auto& [hooks, context] = *created;
-  if (task == EncoderTask::kEmbed && llama_pooling_type(context.get()) == LLAMA_POOLING_TYPE_NONE) {
+  if (task == EncoderTask::kEmbed &&
+      llama_pooling_type(created->get()) == LLAMA_POOLING_TYPE_NONE) {
     return InvalidArgument("task embed needs a pooled embedding, but the model declares no "
                            "pooling type; set params.pooling to mean, cls or last");
   }
   return std::unique_ptr<LlamaEncoder>(
-      new LlamaEncoder(model, task, options, stats, std::move(hooks), std::move(context)));
+      new LlamaEncoder(model, task, options, stats, std::move(*created)));
 }
 
 LlamaEncoder::LlamaEncoder(const llama_model* model, EncoderTask task, LlamaOptions options,
-                           LlamaStats& stats, std::unique_ptr<LlamaHooks> hooks,
-                           LlamaContextPtr context)
+                           LlamaStats& stats, LlamaContext context)
     : model_(model),
       vocab_(llama_model_get_vocab(model)),
       task_(task),
       options_(std::move(options)),
       stats_(stats),
-      hooks_(std::move(hooks)),
       context_(std::move(context)) {
-  hooks_->instance = this;
+  context_.hooks().instance = this;
   n_batch_ = static_cast<int>(llama_n_batch(context_.get()));
   n_seq_max_ = static_cast<int>(llama_n_seq_max(context_.get()));
   n_embd_ = llama_model_n_embd_out(model_);
@@ -153,6 +176,11 @@ LlamaEncoder::LlamaEncoder(const llama_model* model, EncoderTask task, LlamaOpti
   batch_ = llama_batch_init(n_batch_, 0, 1);
   ReleaseUnusedLogits(n_seq_max_);  // the context reserved outputs for n_seq_max
   stats_.contexts.fetch_add(1);
+}
+
+void LlamaEncoder::Release() {
+  if (context_.Release()) stats_.context_releases.fetch_add(1);
+  logits_seen_ = nullptr;  // the next context's buffer may land where this one's was
 }
 
 void LlamaEncoder::ReleaseUnusedLogits(int n_tokens) {
@@ -280,7 +308,7 @@ Status LlamaEncoder::Prepare(size_t item, const InferRequest& request, std::vect
 
 Status LlamaEncoder::Decode(const std::vector<Sequence>& seqs, size_t begin, size_t end,
                             std::vector<float>& rows) {
-  if (hooks_->aborted.load()) return Cancelled("the execution was aborted");
+  if (context_.hooks().aborted.load()) return Cancelled("the execution was aborted");
   batch_.n_tokens = 0;
   for (size_t s = begin; s < end; ++s) {
     const auto& tokens = seqs[s].tokens;
@@ -318,7 +346,7 @@ Status LlamaEncoder::Decode(const std::vector<Sequence>& seqs, size_t begin, siz
 }
 
 bool LlamaEncoder::Abort() {
-  hooks_->aborted.store(true);
+  context_.hooks().aborted.store(true);
   return true;
 }
 
@@ -342,6 +370,10 @@ Status LlamaEncoder::Execute(Execution& execution) {
   }
   // Pack sequences into decodes up to the token budget and the sequence limit.
   execution.set_stage(Stage::kExecute);
+  if (!context_.get()) {  // released while idle
+    MMS_RETURN_IF_ERROR(context_.Acquire().status());
+    ReleaseUnusedLogits(n_seq_max_);
+  }
   std::vector<float> rows(seqs.size() * static_cast<size_t>(row_width_));
   for (size_t begin = 0; begin < seqs.size();) {
     size_t end = begin;

@@ -5,9 +5,11 @@
 #include <llama.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -45,15 +47,36 @@ struct LlamaHooks {
 // mostly untouched buffers would grow in 2 MiB steps (llama_backend.cc).
 std::unique_lock<std::mutex> LockLlamaAllocations();
 
-// A context for one instance, and the hooks it calls: llama.cpp's defaults, the thread count
-// from `options`, no perf counters, then whatever `configure` sets; created under the
-// allocation lock. Internal when llama.cpp refuses.
-struct LlamaContext {
-  std::unique_ptr<LlamaHooks> hooks;  // before the context, which calls it
-  LlamaContextPtr context;
+// One instance's llama_context and the hooks it calls. An instance idle for long releases the
+// context (its KV cache, its graph's metadata: Instance::Release) and acquires it again, made
+// with the same parameters and hooks, at its next execution. Used by the instance's worker
+// thread only, except hooks(), which the watchdog reaches from its own (Instance::Abort).
+class LlamaContext {
+ public:
+  // llama.cpp's defaults, the thread count from `options`, no perf counters, then whatever
+  // `configure` sets; created under the allocation lock. Internal when llama.cpp refuses.
+  static Result<LlamaContext> Create(const llama_model* model, const LlamaOptions& options,
+                                     const std::function<void(llama_context_params&)>& configure);
+  // The context, made again first if it was released; Internal when llama.cpp refuses.
+  Result<llama_context*> Acquire();
+  // Frees the context until the next Acquire(); its memory goes back to the system. False when
+  // it was already released.
+  bool Release();
+  // Null while released.
+  llama_context* get() const { return context_.get(); }
+  LlamaHooks& hooks() const { return *hooks_; }
+
+ private:
+  LlamaContext(const llama_model* model, const llama_context_params& params);
+
+  const llama_model* model_;
+  llama_context_params params_;        // points at *hooks_
+  std::unique_ptr<LlamaHooks> hooks_;  // before the context, which calls it
+  LlamaContextPtr context_;
 };
-Result<LlamaContext> CreateLlamaContext(const llama_model* model, const LlamaOptions& options,
-                                        const std::function<void(llama_context_params&)>& configure);
+
+// params.idle_context_ms as Instance::release_after(): nullopt when -1 (never).
+std::optional<std::chrono::milliseconds> IdleContextRelease(const LlamaOptions& options);
 
 // Gives back the calling thread's OpenMP compute threads (they start again at its next
 // decode). A no-op in a build without OpenMP.
@@ -68,6 +91,7 @@ struct LlamaStats {
   std::atomic<uint64_t> sequences{0};
   std::atomic<uint64_t> tokens{0};
   std::atomic<int64_t> contexts{0};           // live encoders and generators (a context each)
+  std::atomic<uint64_t> context_releases{0};  // contexts an idle instance freed (Release)
   std::atomic<uint64_t> generated_tokens{0};  // generate: tokens sampled
   AtomicHistogram time_to_first_token;        // generate: arrival → first token, per sequence
   AtomicHistogram time_per_output_token;      // generate: each later token's gap to the last
@@ -86,6 +110,10 @@ class LlamaEncoder final : public Instance {
   Status Execute(Execution& execution) override;
   bool Abort() override;
   void Park() override { ReleaseComputeThreads(); }
+  void Release() override;
+  std::optional<std::chrono::milliseconds> release_after() const override {
+    return IdleContextRelease(options_);
+  }
 
   // The longest input (in tokens) one sequence may have.
   int max_tokens() const { return max_tokens_; }
@@ -100,7 +128,7 @@ class LlamaEncoder final : public Instance {
   };
 
   LlamaEncoder(const llama_model* model, EncoderTask task, LlamaOptions options,
-               LlamaStats& stats, std::unique_ptr<LlamaHooks> hooks, LlamaContextPtr context);
+               LlamaStats& stats, LlamaContext context);
   std::vector<llama_token> Tokenize(std::string_view text, bool add_special) const;
   // Tokenizes one request's texts into sequences; an error fails that request only.
   Status Prepare(size_t item, const InferRequest& request, std::vector<Sequence>& out,
@@ -122,8 +150,7 @@ class LlamaEncoder final : public Instance {
   const EncoderTask task_;
   const LlamaOptions options_;
   LlamaStats& stats_;
-  std::unique_ptr<LlamaHooks> hooks_;  // before the context, which calls it
-  LlamaContextPtr context_;
+  LlamaContext context_;
   llama_batch batch_;
   int n_embd_;
   int row_width_;   // floats written per sequence: n_embd (embed) or 1 (rerank)

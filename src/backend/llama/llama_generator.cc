@@ -27,7 +27,7 @@ Result<std::unique_ptr<LlamaGenerator>> LlamaGenerator::Create(const llama_model
                                                               LlamaStats& stats) {
   const int n_seq = options.n_parallel;
   const int n_ctx_seq = options.n_ctx > 0 ? options.n_ctx : 2048;
-  auto created = CreateLlamaContext(model, options, [&](llama_context_params& params) {
+  auto created = LlamaContext::Create(model, options, [&](llama_context_params& params) {
     params.n_ctx = static_cast<uint32_t>(n_ctx_seq * n_seq);
     params.n_seq_max = static_cast<uint32_t>(n_seq);
     params.kv_unified = false;  // one KV stream per sequence: results do not depend on neighbours
@@ -35,21 +35,19 @@ Result<std::unique_ptr<LlamaGenerator>> LlamaGenerator::Create(const llama_model
     params.n_ubatch = params.n_batch;
   });
   if (!created.ok()) return created.status();
-  auto& [hooks, context] = *created;
   return std::unique_ptr<LlamaGenerator>(
-      new LlamaGenerator(model, options, stats, std::move(hooks), std::move(context)));
+      new LlamaGenerator(model, options, stats, std::move(*created)));
 }
 
 LlamaGenerator::LlamaGenerator(const llama_model* model, LlamaOptions options, LlamaStats& stats,
-                               std::unique_ptr<LlamaHooks> hooks, LlamaContextPtr context)
+                               LlamaContext context)
     : model_(model),
       vocab_(llama_model_get_vocab(model)),
       options_(std::move(options)),
       stats_(stats),
-      hooks_(std::move(hooks)),
       context_(std::move(context)),
       slots_(static_cast<size_t>(llama_n_seq_max(context_.get()))) {
-  hooks_->instance = this;
+  context_.hooks().instance = this;
   n_batch_ = static_cast<int>(llama_n_batch(context_.get()));
   n_ctx_seq_ = static_cast<int>(llama_n_ctx_seq(context_.get()));
   batch_ = llama_batch_init(n_batch_, 0, 1);
@@ -63,7 +61,7 @@ LlamaGenerator::~LlamaGenerator() {
 }
 
 bool LlamaGenerator::Abort() {
-  hooks_->aborted.store(true);
+  context_.hooks().aborted.store(true);
   return true;
 }
 
@@ -212,7 +210,9 @@ void LlamaGenerator::Admit(std::unique_ptr<InferRequest> request) {
 
 void LlamaGenerator::Finish(int seq, Result<InferResponse> result) {
   Slot& slot = slots_[static_cast<size_t>(seq)];
-  llama_memory_seq_rm(llama_get_memory(context_.get()), seq, -1, -1);
+  if (llama_context* context = context_.get()) {  // null: released, and never made again
+    llama_memory_seq_rm(llama_get_memory(context), seq, -1, -1);
+  }
   auto request = std::move(slot.request);
   slot = Slot{};
   --active_;
@@ -297,6 +297,9 @@ bool LlamaGenerator::Sample(int seq) {
 }
 
 void LlamaGenerator::Step() {
+  if (Status made = context_.Acquire().status(); !made.ok()) {  // released while idle
+    return CancelAll(made);
+  }
   batch_.n_tokens = 0;
   auto add = [&](llama_token token, size_t pos, int seq, bool logits) {
     const int n = batch_.n_tokens++;

@@ -43,6 +43,13 @@ class LlamaGenerator final : public ContinuousInstance {
   void CancelAll(const Status& status) override;
   bool Abort() override;
   void Park() override { ReleaseComputeThreads(); }
+  // Called only while idle(): every sequence's KV cells were freed as it finished.
+  void Release() override {
+    if (context_.Release()) stats_.context_releases.fetch_add(1);
+  }
+  std::optional<std::chrono::milliseconds> release_after() const override {
+    return IdleContextRelease(options_);
+  }
 
  private:
   struct Slot {
@@ -60,7 +67,7 @@ class LlamaGenerator final : public ContinuousInstance {
   };
 
   LlamaGenerator(const llama_model* model, LlamaOptions options, LlamaStats& stats,
-                 std::unique_ptr<LlamaHooks> hooks, LlamaContextPtr context);
+                 LlamaContext context);
   Status Prepare(Slot& slot);
   // Chat messages rendered with params.chat_template, the model's template, or ChatML.
   Result<std::string> RenderChat(const Tensor& roles, const Tensor& contents) const;
@@ -73,8 +80,7 @@ class LlamaGenerator final : public ContinuousInstance {
   const llama_vocab* vocab_;
   const LlamaOptions options_;
   LlamaStats& stats_;
-  std::unique_ptr<LlamaHooks> hooks_;  // before the context, which calls it
-  LlamaContextPtr context_;
+  LlamaContext context_;
   llama_batch batch_;
   std::vector<Slot> slots_;
   int active_ = 0;

@@ -22,6 +22,8 @@ struct LlamaOptions {
   int max_tokens = 128;       // generate: tokens per request when the request sets none
   bool huge_pages = false;    // advise the weight buffers onto transparent huge pages
   bool mmap = false;          // map the weights from the file instead of copying them
+  int64_t idle_context_ms = 30000;  // an instance idle this long frees its context; -1: never
+                                    // (the default for generate)
 };
 
 LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors);

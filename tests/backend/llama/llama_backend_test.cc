@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/identity/identity_backend.h"
+#include "backend/llama/llama_options.h"
 #include "config/config_parser.h"
 #include "runtime/ggml_runtime.h"
 #include "runtime/host_runtime.h"
@@ -509,6 +510,59 @@ TEST_F(LlamaBackendTest, ALargeBatchLeavesNoLogitsBufferResident) {
   auto result = Submit(*service, Embed(texts)).get();
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   EXPECT_LT(RssKb() - before, 16 * 1024) << "RSS " << before << " -> " << RssKb() << " kB";
+}
+
+// Waits (polling, at most 10 s) until model `name` counted `n` context releases.
+bool AwaitReleases(InferenceService& service, const std::string& name, int64_t n) {
+  for (int i = 0; i < 1000; ++i) {
+    if (service.GetModel(name)->counters["context_releases"] >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST_F(LlamaBackendTest, AnIdleEncoderFreesItsContextAndAnswersBitwiseAlikeWithANewOne) {
+  // idle_context_ms 0: released as soon as the worker parks (200 ms idle).
+  auto service = Start(EmbedderYaml("    params: {idle_context_ms: 0}\n"));
+  auto first = Submit(*service, Embed({"the same text twice"})).get();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const int64_t held = service->GetModel("embedder")->resident_bytes;
+  ASSERT_TRUE(AwaitReleases(*service, "embedder", 1)) << "no release after 10 s idle";
+  EXPECT_EQ(service->GetModel("embedder")->resident_bytes, held)
+      << "the budget keeps the released context's bytes: the model takes them again";
+  auto again = Submit(*service, Embed({"the same text twice"})).get();
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->outputs[0].data(), first->outputs[0].data()) << "bitwise, from a new context";
+  ASSERT_TRUE(AwaitReleases(*service, "embedder", 2)) << "the new context is released in turn";
+}
+
+TEST_F(LlamaBackendTest, AnIdleGeneratorFreesItsContextAndGeneratesAlikeWithANewOne) {
+  auto service = Start("models:\n  - name: llm\n    path: " + GeneratedModel("llama-tiny.gguf") +
+                       "\n    task: generate\n    params: {n_ctx: 256, n_parallel: 2, "
+                       "n_batch: 64, idle_context_ms: 0}\n");
+  auto first = Submit(*service, Generate("Once upon a time", 16)).get();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(AwaitReleases(*service, "llm", 1)) << "no release after 10 s idle";
+  auto again = Submit(*service, Generate("Once upon a time", 16)).get();
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->outputs[0].BytesElements()[0], first->outputs[0].BytesElements()[0]);
+}
+
+TEST_F(LlamaBackendTest, IdleContextMsIsCheckedAtValidation) {
+  const std::string yaml = EmbedderYaml("    params: {idle_context_ms: -2}\n");
+  auto config = ParseConfig(yaml, dir_.Write("e.yaml", yaml).string(), backends_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr("models[0].params.idle_context_ms"));
+  // By default an encoder frees its context after 30 s idle; a generator, whose context is
+  // mostly a KV cache that costs seconds to make again, keeps it.
+  ModelConfig model;
+  ConfigErrors errors;
+  model.task = "embed";
+  EXPECT_EQ(ReadLlamaOptions(model, errors).idle_context_ms, 30000);
+  model.task = "generate";
+  EXPECT_EQ(ReadLlamaOptions(model, errors).idle_context_ms, -1);
+  EXPECT_TRUE(errors.empty());
 }
 
 TEST_F(LlamaBackendTest, StreamedPiecesAddUpToTheTextAndAGoneClientFreesTheSlot) {

@@ -373,6 +373,31 @@ TEST(IsolationTest, IsolatedAnswersEqualInProcessAnswersBitForBit) {
   EXPECT_THAT(stats, HasSubstr("\"worker_pid\":"));
 }
 
+// An isolated worker parks and frees its idle context itself (the server's scheduler sees only
+// the proxy), and its next context answers byte for byte as the first did. The worker's
+// counters reach the server with its next results: each round asks again after an idle pause.
+TEST(IsolationTest, AnIsolatedWorkerFreesItsIdleContextAndAnswersAlikeWithANewOne) {
+  Server server("models:\n  - {name: emb-iso, path: " + testing::GeneratedModel("bert-tiny.gguf") +
+                ", task: embed, isolation: process, params: {idle_context_ms: 0}}\n");
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  HttpClient client(server.process().port());
+  auto embed = [&] {
+    auto r = client.Post("/v1/embeddings", json{{"model", "emb-iso"}, {"input", "a fox"}}.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body, nullptr, false)["data"];
+  };
+  const json first = embed();
+  json stats;
+  for (int round = 0; round < 40; ++round) {
+    std::this_thread::sleep_for(300ms);  // past the 200 ms after which an idle worker releases
+    EXPECT_EQ(embed(), first) << "round " << round;
+    stats = json::parse(client.Get("/v2/models/emb-iso/stats").body, nullptr, false);
+    if (stats["model_stats"][0]["mmserve"]["counters"].value("context_releases", 0) > 0) break;
+  }
+  EXPECT_GT(stats["model_stats"][0]["mmserve"]["counters"].value("context_releases", 0), 0)
+      << stats.dump();
+}
+
 // The SSE events of a streamed answer: each `data:` line's text.
 std::vector<std::string> Events(const std::string& body) {
   std::vector<std::string> out;

@@ -17,6 +17,19 @@
 namespace mmserve {
 namespace {
 
+// Returns once a frame can be read from `fd`; idle meanwhile, `instance` is parked and then
+// released as the server's workers do it (Instance::Park, Instance::Release): the server's
+// scheduler only sees this worker's proxy.
+void AwaitFrame(FrameReader& reader, int fd, Instance& instance) {
+  if (reader.Ready(fd, kParkAfter)) return;
+  instance.Park();
+  const auto release = instance.release_after();
+  if (!release || reader.Ready(fd, std::max(*release - kParkAfter, std::chrono::milliseconds(0)))) {
+    return;
+  }
+  instance.Release();
+}
+
 // One channel of a batch session: batches in, results out, on the instance this thread
 // created. Ends when the server closes the channel.
 void ServeBatches(Session& session, int index, int fd, int region_fd) {
@@ -33,6 +46,7 @@ void ServeBatches(Session& session, int index, int fd, int region_fd) {
   std::string scratch, out;
   for (;;) {
     std::string_view in;
+    if (instance.ok()) AwaitFrame(reader, fd, **instance);
     auto kind = ReadShared(fd, reader, *region, scratch, &in);
     if (!kind.ok()) return;  // the server closed it, or sent nonsense: either way, done
     auto batches = *kind == FrameKind::kBatch
@@ -87,6 +101,7 @@ void ServeSequences(Session& session, int index, int fd) {
   for (;;) {
     // Blocks while there is nothing to step; otherwise takes only what has arrived.
     while (instance->idle() || reader.Ready(fd, std::chrono::milliseconds(0))) {
+      if (instance->idle()) AwaitFrame(reader, fd, *instance);
       auto kind = reader.Read(fd, in);
       if (!kind.ok()) return instance->CancelAll(kind.status());
       if (*kind == FrameKind::kCancel) {

@@ -33,12 +33,14 @@ device_mib() {
 }
 printf '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[1],"data":["an idle model"]}]}' >"$TMP/embed.json"
 
-# idle_rss COPIES: RSS (KiB) of mmserve serving COPIES embedders, each asked once, then idle.
+# idle_rss COPIES IDLE_MS: RSS (KiB) of mmserve serving COPIES embedders, each asked once, then
+# idle for a second past IDLE_MS, their params.idle_context_ms (-1: each keeps its context).
 idle_rss() {
   {
     echo "models:"
     for i in $(seq 1 "$1"); do
-      printf '  - name: e%d\n    path: %s\n    task: embed\n    params: {n_threads: %d}\n' "$i" "$EMB" "$THREADS"
+      printf '  - name: e%d\n    path: %s\n    task: embed\n    params: {n_threads: %d, idle_context_ms: %d}\n' \
+        "$i" "$EMB" "$THREADS" "$2"
     done
   } >"$TMP/idle.yaml"
   local port pid
@@ -49,12 +51,14 @@ idle_rss() {
   for i in $(seq 1 "$1"); do
     curl -sf -o /dev/null --data @"$TMP/embed.json" "127.0.0.1:$port/v2/models/e$i/infer"
   done
-  sleep 1
+  sleep $(( $2 > 0 ? 1 + $2 / 1000 : 1 ))
   rss_kib "$pid"
   stop "$pid"
 }
-ONE="$(idle_rss 1)"
-MANY="$(idle_rss $((K + 1)))"
+ONE_KEPT="$(idle_rss 1 -1)"
+MANY_KEPT="$(idle_rss $((K + 1)) -1)"
+ONE="$(idle_rss 1 1000)"
+MANY="$(idle_rss $((K + 1)) 1000)"
 WEIGHTS_KIB=$(( $(stat -c %s "$EMB") / 1024 ))
 RAW="$("$ROOT/build/bench/raw_cold_start" --model "$EMB" --text "an idle model" --threads "$THREADS" \
         --rounds 0 --copies "$K")"
@@ -97,17 +101,20 @@ stop "$PID"
 cat "$TMP"/s.* >&2
 
 python3 - "$SIZE" "$K" "$ONE" "$MANY" "$WEIGHTS_KIB" "$SOAK" "$START_RSS" "$END_RSS" "$TMP" "$RAW" \
-    "${BENCH_RSS_GROWTH_PCT:-1}" "$START_DEV" "$END_DEV" <<'PY' || FAILED=1
+    "${BENCH_RSS_GROWTH_PCT:-1}" "$START_DEV" "$END_DEV" "$ONE_KEPT" "$MANY_KEPT" <<'PY' || FAILED=1
 import json, sys
 size, k, one, many, weights, soak, start, end, tmp = sys.argv[1], int(sys.argv[2]), *map(int, sys.argv[3:9]), sys.argv[9]
 raw = json.loads(sys.argv[10])["rss_per_copy_kib"]
 bound, dev_start, dev_end = float(sys.argv[11]), sys.argv[12], sys.argv[13]
-per = (many - one) / k
+one_kept, many_kept = int(sys.argv[14]), int(sys.argv[15])
 print(f"| P6, bert-{size} | mmserve | raw llama.cpp | ratio | goal |")
 print("|---|---|---|---|---|")
-print(f"| RSS, 1 idle embedder / {k + 1} idle embedders (MiB) | {one/1024:.1f} / {many/1024:.1f} | | | |")
-print(f"| RSS per extra idle model (MiB) | {per/1024:.2f} | {raw/1024:.2f} | {per/raw:.3f}x | |")
-print(f"| ... of which beyond its weights ({weights/1024:.1f} MiB file) (MiB) | {(per - weights)/1024:.2f} | {(raw - weights)/1024:.2f} | {(per - weights)/max(raw - weights, 1):.2f}x | ≤ 5 |")
+for label, lo, hi in (("context kept (idle_context_ms: -1)", one_kept, many_kept),
+                      ("context freed (idle_context_ms: 1000)", one, many)):
+    per = (hi - lo) / k
+    print(f"| {label}: RSS, 1 / {k + 1} idle embedders (MiB) | {lo/1024:.1f} / {hi/1024:.1f} | | | |")
+    print(f"| ... per extra idle model (MiB) | {per/1024:.2f} | {raw/1024:.2f} | {per/raw:.3f}x | |")
+    print(f"| ... of which beyond its weights ({weights/1024:.1f} MiB file) (MiB) | {(per - weights)/1024:.2f} | {(raw - weights)/1024:.2f} | {(per - weights)/max(raw - weights, 1):.2f}x | ≤ 5 |")
 reqs = sum(json.loads(open(f'{tmp}/s.{k}').read())['requests'] for k in ('embed', 'rerank', 'chat', 'echo'))
 growth = (end - start) / start * 100
 print(f"| soak {soak} s, {reqs} mixed requests: RSS warm → end (MiB) | {start/1024:.1f} → {end/1024:.1f} ({growth:+.2f} %) | | | ≤ +{bound:g} % |")

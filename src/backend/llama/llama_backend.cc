@@ -63,9 +63,10 @@ class LlamaSession final : public Session {
         context_bytes_(context_bytes) {}
 
   const ModelSignature& signature() const override { return signature_; }
-  // The weights as llama.cpp counts them, plus each live context's buffers (KV cache, compute,
-  // outputs) as ContextBytes sizes them: llama.h tells no context's buffer sizes, and without
-  // them a generator's footprint missed its KV cache (a quarter of llama-base's at 4 x 512).
+  // The weights as llama.cpp counts them, plus each instance's context buffers (KV cache,
+  // compute, outputs) as ContextBytes sizes them: llama.h tells no context's buffer sizes, and
+  // without them a generator's footprint missed its KV cache (a quarter of llama-base's at
+  // 4 x 512). A context released while idle still counts: its instance makes it again.
   int64_t resident_bytes() const override {
     return static_cast<int64_t>(llama_model_size(model_.get())) +
            stats_.contexts.load() * context_bytes_;

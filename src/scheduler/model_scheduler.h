@@ -242,6 +242,9 @@ class ModelScheduler {
   int64_t executing_ = 0;    // guarded by mu_
   uint64_t next_seq_ = 0;    // guarded by mu_
   Clock::time_point watch_next_;  // guarded by mu_: when the watchdog wakes next
+  // Guarded by mu_: how late a batch window's timed wait has been waking (a moving average);
+  // the next window's wait ends that much early, so that it closes when configured.
+  Clock::duration window_lag_{0};
   bool watch_kick_ = false;       // guarded by mu_: an earlier deadline came; wake now
   int instances_ready_ = 0;  // guarded by mu_
   Status instance_error_;    // guarded by mu_

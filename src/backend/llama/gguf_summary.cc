@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/fd.h"
 #include "common/strings.h"
 
 namespace mmserve {
@@ -276,15 +277,15 @@ std::optional<FileStamp> StampOf(const std::string& path) {
 
 // Maps the file at `path`; an error names what failed.
 Status MapFile(const std::string& path, Mapping& m) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return InvalidArgument("'" + path + "' cannot be opened: " + std::strerror(errno));
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    return InvalidArgument("'" + path + "' cannot be opened: " + std::strerror(errno));
+  }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size < 4) {
-    ::close(fd);
+  if (::fstat(fd.get(), &st) != 0 || st.st_size < 4) {
     return InvalidArgument("'" + path + "' is not a GGUF file (bad magic)");
   }
-  void* at = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
+  void* at = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (at == MAP_FAILED) return InvalidArgument("'" + path + "' cannot be mapped: " + std::strerror(errno));
   m.data = static_cast<const char*>(at);
   m.size = static_cast<size_t>(st.st_size);

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/process/fd.h"
+#include "common/fd.h"
 #include "backend/process/shared_region.h"
 #include "backend/process/worker_spec.h"
 #include "backend/process/worker_wire.h"

@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-#include "backend/process/fd.h"
+#include "common/fd.h"
 #include "common/result.h"
 
 namespace mmserve {

@@ -2,6 +2,7 @@
 
 #include <future>
 #include <mutex>
+#include <optional>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -47,9 +48,12 @@ class FakeSession final : public Session {
   int instances = 0;                       // guarded by mu
   std::vector<std::thread::id> threads;    // guarded by mu: who ran each execution
   std::vector<size_t> calls;               // guarded by mu: batches per ExecuteEach()
+  int parks = 0;                           // guarded by mu: Instance::Park calls
+  int releases = 0;                        // guarded by mu: Instance::Release calls
   bool fail_instances = false;
   int batches_per_call = 1;
   bool inline_ok = false;
+  std::optional<std::chrono::milliseconds> release_after;  // the instances' release_after()
 
  private:
   ModelSignature signature_;
@@ -96,6 +100,19 @@ class FakeInstance final : public Instance {
     Instance::ExecuteEach(batches, statuses);
   }
   int batches_per_call() const override { return s_.batches_per_call; }
+  void Park() override {
+    std::lock_guard lock(s_.mu);
+    ++s_.parks;
+    s_.cv.notify_all();
+  }
+  void Release() override {
+    std::lock_guard lock(s_.mu);
+    ++s_.releases;
+    s_.cv.notify_all();
+  }
+  std::optional<std::chrono::milliseconds> release_after() const override {
+    return s_.release_after;
+  }
   bool Abort() override {
     std::lock_guard lock(s_.mu);
     aborted_ = true;
@@ -222,6 +239,37 @@ TEST(ModelSchedulerTest, WaitsUpToMaxQueueDelayForAPartialBatchToFill) {
   std::lock_guard lock(session.mu);
   EXPECT_EQ(session.batch_sizes.back(), 4u);
   ASSERT_TRUE((*scheduler)->Enqueue(Request(outcomes[2])).ok());
+}
+
+// An idle worker parks its instance (after kParkAfter), then releases it after its
+// release_after(), once per idle spell; an instance that says nullopt is never released.
+TEST(ModelSchedulerTest, AnIdleWorkerParksThenReleasesItsInstanceOncePerIdleSpell) {
+  for (const bool releases : {true, false}) {
+    SCOPED_TRACE(releases ? "release_after 0" : "never released");
+    FakeSession session;
+    if (releases) session.release_after = 0ms;
+    auto scheduler = ModelScheduler::Create(Opts(1), session);
+    ASSERT_TRUE(scheduler.ok());
+    auto await = [&](int FakeSession::*field, int n) {
+      std::unique_lock lock(session.mu);
+      return session.cv.wait_for(lock, 10s, [&] { return session.*field >= n; });
+    };
+    for (int spell = 1; spell <= 2; ++spell) {
+      Outcome outcome;
+      ASSERT_TRUE((*scheduler)->Enqueue(Request(outcome)).ok());
+      EXPECT_TRUE(outcome.future.get().ok());
+      ASSERT_TRUE(await(&FakeSession::parks, spell));
+      if (releases) {
+        ASSERT_TRUE(await(&FakeSession::releases, spell));
+      }
+    }
+    // Past its second spell's park (and release, if any), the worker ran this request.
+    Outcome last;
+    ASSERT_TRUE((*scheduler)->Enqueue(Request(last)).ok());
+    EXPECT_TRUE(last.future.get().ok());
+    std::lock_guard lock(session.mu);
+    EXPECT_EQ(session.releases, releases ? 2 : 0);
+  }
 }
 
 // hold_partial_batches (a device that runs one execution at a time): while one worker's batch

@@ -323,6 +323,16 @@ bool FrameReader::Ready(int fd, std::chrono::milliseconds timeout) {
       length && (!malformed.ok() || end_ - begin_ >= kFrameHeaderBytes + *length)) {
     return true;
   }
+  // Take what has arrived without blocking: when a frame is there (a busy worker's usual case)
+  // this is the receive Read() would have made, not a poll besides it.
+  Compact(kFrameHeaderBytes);
+  const ssize_t n = ::recv(fd, buffer_.data() + end_, buffer_.size() - end_, MSG_DONTWAIT);
+  if (n > 0) {
+    end_ += static_cast<size_t>(n);
+    return true;  // a frame, or its start: Read() waits for the rest
+  }
+  if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
+  if (timeout.count() <= 0) return false;
   pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, static_cast<int>(timeout.count())) != 0;  // an error: Read() says which
 }

@@ -73,8 +73,9 @@ class FrameReader {
   // The next frame, its payload in `payload`; polls first when the reader spins. Unavailable on
   // end of stream or a reset (the peer has gone), InvalidArgument on a malformed header.
   Result<FrameKind> Read(int fd, std::string& payload);
-  // Whether Read() would return at once: a frame is buffered, or `fd` turns readable (or
-  // fails) within `timeout`.
+  // Whether Read() would return at once: a frame is buffered, or bytes arrive (or the socket
+  // fails) within `timeout`. What has arrived is taken into the buffer without blocking first,
+  // so a frame already there costs no system call beyond the receive Read() would make.
   bool Ready(int fd, std::chrono::milliseconds timeout);
 
  private:

@@ -185,6 +185,53 @@ TEST(WorkerWireTest, FramesCrossASocketOneByOneOrSeveralAtOnceAndAHangUpIsUnavai
   ::close(fds[1]);
 }
 
+// Ready() takes what arrived into the reader's buffer (a busy worker's next frame costs one
+// receive, not a poll and a receive): the frame, or its start, still reads whole afterwards.
+TEST(WorkerWireTest, ReadyTakesWhatArrivedAndTheFrameStillReadsWhole) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  FrameReader reader(/*spin=*/false);
+  std::string payload;
+  EXPECT_FALSE(reader.Ready(fds[1], std::chrono::milliseconds(0)));
+  EXPECT_FALSE(reader.Ready(fds[1], std::chrono::milliseconds(5))) << "nothing came";
+  // Half a frame's header: ready (bytes came), and Read() waits for the rest.
+  std::string frame;
+  {
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+    ASSERT_TRUE(WriteFrame(pair[0], FrameKind::kBatch, "abc").ok());
+    frame.resize(64);
+    frame.resize(static_cast<size_t>(::read(pair[1], frame.data(), frame.size())));
+    ::close(pair[0]);
+    ::close(pair[1]);
+  }
+  ASSERT_GT(frame.size(), 8u);
+  ASSERT_EQ(::write(fds[0], frame.data(), 8), 8);
+  EXPECT_TRUE(reader.Ready(fds[1], std::chrono::milliseconds(0)));
+  std::thread rest([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(::write(fds[0], frame.data() + 8, frame.size() - 8),
+              static_cast<ssize_t>(frame.size() - 8));
+  });
+  auto kind = reader.Read(fds[1], payload);
+  rest.join();
+  ASSERT_TRUE(kind.ok()) << kind.status().ToString();
+  EXPECT_EQ(*kind, FrameKind::kBatch);
+  EXPECT_EQ(payload, "abc");
+  // A frame that arrives during the wait, and a hang-up: both ready, then Read() says which.
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_TRUE(WriteFrame(fds[0], FrameKind::kCancel, "x").ok());
+  });
+  EXPECT_TRUE(reader.Ready(fds[1], std::chrono::milliseconds(10'000)));
+  later.join();
+  ASSERT_EQ(*reader.Read(fds[1], payload), FrameKind::kCancel);
+  ::close(fds[0]);
+  EXPECT_TRUE(reader.Ready(fds[1], std::chrono::milliseconds(10'000)));
+  EXPECT_EQ(reader.Read(fds[1], payload).status().code(), StatusCode::kUnavailable);
+  ::close(fds[1]);
+}
+
 TEST(WorkerWireTest, AnAdmissionKeepsItsDeadlineAndWhetherItStreams) {
   InferRequest q = SampleRequest();
   q.deadline = Clock::now() + std::chrono::seconds(3);

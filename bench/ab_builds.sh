@@ -3,7 +3,7 @@
 # once on 127.0.0.1 and bench/loadgen alternates between them, round after round (the order
 # flips every round), so that the machine's drift falls on both alike. Scenarios: H1's identity
 # request (1 KB INT32) by a worker at 16 clients and at 1, and inline at 16; the same model
-# isolated (`isolation: process`, max_batch 8) with the 1 KB request at 16 clients, and an
+# isolated (`isolation: process`, max_batch 8, and 1) with the 1 KB request at 16 clients, and an
 # isolated echo of a 1 MiB text at 4;
 # P1 tiny (bert-tiny, one text per request, 64 clients) over KServe and over OpenAI
 # /v1/embeddings. Reported: answers/s per round
@@ -34,6 +34,10 @@ models:
     backend: identity
     isolation: process
     max_batch: 8
+    params: {tensors: [{input: X, output: Y, datatype: INT32}]}
+  - name: echo_isolated_1
+    backend: identity
+    isolation: process
     params: {tensors: [{input: X, output: Y, datatype: INT32}]}
   - name: text_isolated
     backend: identity
@@ -81,6 +85,7 @@ SCENARIOS=(
   "kserve-echo-worker-1-client|/v2/models/echo/infer|echo.json|\"Y\"|1"
   "kserve-echo-inline|/v2/models/echo_inline/infer|echo.json|\"Y\"|16"
   "kserve-echo-isolated|/v2/models/echo_isolated/infer|echo.json|\"Y\"|16"
+  "kserve-echo-isolated-max-batch-1|/v2/models/echo_isolated_1/infer|echo.json|\"Y\"|16"
   "kserve-text-isolated-1mib|/v2/models/text_isolated/infer|text-1mib.json|\"ECHO\"|4"
   "kserve-embeddings|/v2/models/embedder/infer|kserve.json|EMBEDDING|64"
   "openai-embeddings|/v1/embeddings|openai.json|embedding|64"

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <sys/uio.h>
@@ -265,7 +266,8 @@ Status FrameReader::Fill(int fd, size_t want, bool spin_first) {
     const bool spin = spin_first && std::chrono::steady_clock::now() < spin_until;
     const ssize_t n =
         ::recv(fd, buffer_.data() + end_, buffer_.size() - end_, spin ? MSG_DONTWAIT : 0);
-    if (n < 0 && (errno == EINTR || (spin && errno == EAGAIN))) continue;
+    // EAGAIN: a spin found nothing yet, or Ready() left a receive timeout on the socket.
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n == 0) return Unavailable("worker socket: closed by the peer");
     if (n < 0) return Unavailable(std::string("worker socket: ") + std::strerror(errno));
     end_ += static_cast<size_t>(n);
@@ -323,18 +325,30 @@ bool FrameReader::Ready(int fd, std::chrono::milliseconds timeout) {
       length && (!malformed.ok() || end_ - begin_ >= kFrameHeaderBytes + *length)) {
     return true;
   }
-  // Take what has arrived without blocking: when a frame is there (a busy worker's usual case)
-  // this is the receive Read() would have made, not a poll besides it.
+  // One receive that waits at most `timeout` (the socket's receive timeout, set when it
+  // changes): what arrives is taken into the buffer, so a frame costs the receive Read() would
+  // have made and nothing besides — no poll before it.
+  const bool wait = timeout.count() > 0;
+  if (wait && timeout != receive_timeout_) {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(timeout).count();
+    const timeval tv{.tv_sec = static_cast<time_t>(us / 1'000'000),
+                     .tv_usec = static_cast<suseconds_t>(us % 1'000'000)};
+    if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
+      pollfd p{fd, POLLIN, 0};  // cannot time the receive: wait for it instead
+      return ::poll(&p, 1, static_cast<int>(timeout.count())) != 0;
+    }
+    receive_timeout_ = timeout;
+  }
   Compact(kFrameHeaderBytes);
-  const ssize_t n = ::recv(fd, buffer_.data() + end_, buffer_.size() - end_, MSG_DONTWAIT);
+  ssize_t n;
+  do {
+    n = ::recv(fd, buffer_.data() + end_, buffer_.size() - end_, wait ? 0 : MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
   if (n > 0) {
     end_ += static_cast<size_t>(n);
     return true;  // a frame, or its start: Read() waits for the rest
   }
-  if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
-  if (timeout.count() <= 0) return false;
-  pollfd p{fd, POLLIN, 0};
-  return ::poll(&p, 1, static_cast<int>(timeout.count())) != 0;  // an error: Read() says which
+  return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);  // a hang-up or error: Read() says
 }
 
 std::string EncodeStatus(const Status& status) {

@@ -74,8 +74,8 @@ class FrameReader {
   // end of stream or a reset (the peer has gone), InvalidArgument on a malformed header.
   Result<FrameKind> Read(int fd, std::string& payload);
   // Whether Read() would return at once: a frame is buffered, or bytes arrive (or the socket
-  // fails) within `timeout`. What has arrived is taken into the buffer without blocking first,
-  // so a frame already there costs no system call beyond the receive Read() would make.
+  // fails) within `timeout`. Waits in a receive (the socket's SO_RCVTIMEO), taking what arrives
+  // into the buffer: a frame costs no system call beyond the receive Read() would make.
   bool Ready(int fd, std::chrono::milliseconds timeout);
 
  private:
@@ -83,6 +83,7 @@ class FrameReader {
   void Compact(size_t total);
   std::optional<uint64_t> BufferedLength(Status* malformed) const;
   bool spin_ = true;
+  std::chrono::milliseconds receive_timeout_{0};  // the SO_RCVTIMEO Ready() set; 0: none
   std::string buffer_;
   size_t begin_ = 0, end_ = 0;  // the bytes received and not yet read
 };

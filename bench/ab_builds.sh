@@ -7,7 +7,7 @@
 # isolated echo of a 1 MiB text at 4;
 # P1 tiny (bert-tiny, one text per request, 64 clients) over KServe and over OpenAI
 # /v1/embeddings. Reported: answers/s per round
-# and their ratio (B / A), medians, and each server's CPU time per answer (utime + stime from
+# and their ratio (B / A), medians, and each server's CPU time per answer, its worker processes included (utime + stime from
 # /proc over the run, warm-up included, divided by the answers over the same span), and p50.
 #   bench/ab_builds.sh A_BINARY B_BINARY   (BENCH_SECONDS=5 BENCH_ROUNDS=4; BENCH_ONLY=REGEX
 #                                           runs the scenarios whose name matches)
@@ -92,7 +92,15 @@ SCENARIOS=(
 )
 RUN=()  # the scenarios BENCH_ONLY selects
 for s in "${SCENARIOS[@]}"; do [[ ${s%%|*} =~ ${BENCH_ONLY:-.} ]] && RUN+=("$s"); done
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# cpu_ticks PID: the CPU time (utime + stime, in ticks) of the server and its worker processes
+# (isolated models), so that an isolated scenario's cost includes the worker's.
+cpu_ticks() {
+  local total=0 p
+  for p in "$1" $(pgrep -P "$1"); do
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$total"
+}
 for round in $(seq 1 "$ROUNDS"); do
   order=(A B)
   ((round % 2 == 0)) && order=(B A)
@@ -113,7 +121,7 @@ python3 - "$TMP" "$ROUNDS" "$SECS" "$WARMUP" "$(getconf CLK_TCK)" "${RUN[@]}" <<
 import json, statistics, sys
 tmp, rounds, secs, warmup, hz = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 names = [s.split("|")[0] for s in sys.argv[6:]]
-print(f"| scenario | A answers/s (median) | B answers/s (median) | B / A per round | median | A CPU µs/answer | B CPU µs/answer | A p50 µs | B p50 µs |")
+print(f"| scenario | A answers/s (median) | B answers/s (median) | B / A per round | median | A CPU µs/answer (server + workers) | B CPU µs/answer | A p50 µs | B p50 µs |")
 print("|---|---|---|---|---|---|---|---|---|")
 errors = []
 for name in names:

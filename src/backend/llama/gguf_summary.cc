@@ -177,6 +177,8 @@ Status ReadTensors(Cursor& c, uint64_t n_tensors, uint64_t alignment, const std:
     if (!c.String(name) || !c.Read(n_dims)) return Corrupt(path, "its tensor table is cut short");
     const std::string shown = Abbreviate(ToValidUtf8(name), 80);
     if (name.size() >= GGML_MAX_NAME) return Corrupt(path, "the tensor name " + shown + " is too long");
+    // llama.cpp keeps a name as a C string: what follows a NUL byte is not part of it.
+    name = name.substr(0, name.find('\0'));
     if (!names.insert(name).second) return Corrupt(path, "the tensor " + shown + " appears twice");
     if (n_dims > GGML_MAX_DIMS) return Corrupt(path, "the tensor " + shown + " has " + std::to_string(n_dims) + " dimensions");
     int64_t ne[GGML_MAX_DIMS] = {1, 1, 1, 1};

@@ -175,6 +175,10 @@ TEST(GgufSummaryTest, RefusesWhatLlamaCppsReaderRefuses) {
   bad.tensors[1].name = "a";
   EXPECT_THAT(both("dupname.gguf", bad).status().message(), HasSubstr("appears twice"));
   bad = good;
+  bad.tensors[0].name = std::string("a\0x", 3);  // a C string for llama.cpp: "a", as the next
+  bad.tensors[1].name = std::string("a\0y", 3);
+  EXPECT_THAT(both("nulname.gguf", bad).status().message(), HasSubstr("appears twice"));
+  bad = good;
   bad.tensors[1].name = std::string(64, 'n');
   EXPECT_THAT(both("longname.gguf", bad).status().message(), HasSubstr("too long"));
   bad = good;

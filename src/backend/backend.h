@@ -11,6 +11,7 @@
 // Backends never see HTTP, JSON or YAML: they see ModelConfig, tensors and typed params.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -137,6 +138,14 @@ class Instance {
 // The worker admits requests into free slots between steps; each Step() runs one decode over
 // every active sequence and completes (or streams) requests as they finish. Called only from
 // the instance's own worker thread.
+// How much longer a worker that parked `instance` (after kParkAfter idle) waits before it
+// releases it: release_after() counts from the last execution. nullopt: never.
+inline std::optional<std::chrono::milliseconds> ReleaseAfterPark(const Instance& instance) {
+  const auto after = instance.release_after();
+  if (!after) return std::nullopt;
+  return std::max(*after - kParkAfter, std::chrono::milliseconds(0));
+}
+
 class ContinuousInstance : public Instance {
  public:
   Status Execute(Execution&) final {

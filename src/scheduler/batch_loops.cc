@@ -21,9 +21,8 @@ bool ModelScheduler::WaitForWork(std::unique_lock<std::mutex>& lock, std::stop_t
     lock.unlock();
     instance.Park();
     lock.lock();
-    const auto release = instance.release_after();
-    if (release && !cv_.wait_for(lock, stop, std::max<Clock::duration>(*release - kParkAfter, Clock::duration(0)),
-                                 has_work)) {
+    const auto release = ReleaseAfterPark(instance);
+    if (release && !cv_.wait_for(lock, stop, *release, has_work)) {
       if (stop.stop_requested()) return false;
       lock.unlock();
       instance.Release();

@@ -1,9 +1,10 @@
 #include "backend/llama/llama_encoder.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <malloc.h>
 #include <string_view>
 
 #ifdef _OPENMP

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "common/fd.h"
 #include "backend/process/shared_region.h"
 #include "backend/process/worker_spec.h"
 #include "backend/process/worker_wire.h"
 #include "common/clock.h"
+#include "common/fd.h"
 #include "common/mutex.h"
 #include "config/model_config.h"
 

@@ -23,10 +23,8 @@ namespace {
 void AwaitFrame(FrameReader& reader, int fd, Instance& instance) {
   if (reader.Ready(fd, kParkAfter)) return;
   instance.Park();
-  const auto release = instance.release_after();
-  if (!release || reader.Ready(fd, std::max(*release - kParkAfter, std::chrono::milliseconds(0)))) {
-    return;
-  }
+  const auto release = ReleaseAfterPark(instance);
+  if (!release || reader.Ready(fd, *release)) return;
   instance.Release();
 }
 

@@ -292,11 +292,14 @@ void ProcessSession::Watch(Worker& worker) {
     // the Worker: a tokenizer query may be using it).
     (void)::shutdown(worker.control.get(), SHUT_RDWR);
     for (auto& c : worker.channels) (void)::shutdown(c.get(), SHUT_RDWR);
+    for (SharedRegion& r : worker.regions) r.Close();
     if (!WaitReadable(worker.pidfd.get(), kExitGrace)) worker.Kill();
   }
   int status = 0;
   while (::waitpid(worker.pid, &status, 0) < 0 && errno == EINTR) {
   }
+  // A batch instance waiting for the dead worker's results hears of it now.
+  for (SharedRegion& r : worker.regions) r.Close();
   MutexLock lock(mu_);
   worker.exit_reason = DescribeExit(status);
   worker.exited = true;

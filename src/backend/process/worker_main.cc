@@ -17,42 +17,41 @@
 namespace mmserve {
 namespace {
 
-// Returns once a frame can be read from `fd`; idle meanwhile, `instance` is parked and then
-// released as the server's workers do it (Instance::Park, Instance::Release): the server's
-// scheduler only sees this worker's proxy.
-void AwaitFrame(FrameReader& reader, int fd, Instance& instance) {
-  if (reader.Ready(fd, kParkAfter)) return;
+// Returns once `ready(timeout)` says the server's next message has come (or the channel
+// failed); idle meanwhile, `instance` is parked and then released as the server's workers do it
+// (Instance::Park, Instance::Release): the server's scheduler only sees this worker's proxy.
+template <typename Ready>
+void AwaitWork(Instance& instance, Ready ready) {
+  if (ready(kParkAfter)) return;
   instance.Park();
   const auto release = ReleaseAfterPark(instance);
-  if (!release || reader.Ready(fd, *release)) return;
+  if (!release || ready(*release)) return;
   instance.Release();
 }
 
-// One channel of a batch session: batches in, results out, on the instance this thread
-// created. Ends when the server closes the channel.
-void ServeBatches(Session& session, int index, int fd, int region_fd) {
-  auto region = SharedRegion::Adopt(region_fd);
-  if (!region.ok()) {
-    spdlog::error("worker instance {}: {}", index, region.status().ToString());
-    return;
-  }
+// One channel of a batch session: batches in, results out through its shared region, on the
+// instance this thread created. Ends when the channel closes.
+void ServeBatches(Session& session, int index, SharedRegion& region) {
   auto instance = session.CreateInstance(index);
   if (!instance.ok()) {
     spdlog::error("worker instance {}: {}", index, instance.status().ToString());
   }
-  FrameReader reader(/*spin=*/false);  // the next batch comes when the server has one
-  std::string scratch, out;
+  std::string out;
+  // The worker waits for whatever the server sends next: no spin (it rarely caught a batch and
+  // took a tenth of the machine's CPU at 16 clients, docs/BENCHMARKS.md P10).
+  const auto passed = [&](std::chrono::nanoseconds timeout) {
+    auto p = region.Await(timeout);
+    return !p.ok() || *p;
+  };
   for (;;) {
-    std::string_view in;
-    if (instance.ok()) AwaitFrame(reader, fd, **instance);
-    auto kind = ReadShared(fd, reader, *region, scratch, &in);
-    if (!kind.ok()) return;  // the server closed it, or sent nonsense: either way, done
-    auto batches = *kind == FrameKind::kBatch
-                       ? DecodeBatches(in)
-                       : Result<std::vector<DecodedBatch>>(Internal("not a batch"));
+    if (instance.ok()) AwaitWork(**instance, passed);
+    auto turn = region.Await(SharedRegion::kForever);
+    auto in = turn.ok() ? region.Receive() : Result<std::string_view>(turn.status());
+    if (!in.ok() && in.status().code() == StatusCode::kUnavailable) return;  // closed: done
+    auto batches = in.ok() ? DecodeBatches(*in) : Result<std::vector<DecodedBatch>>(in.status());
     if (!batches.ok()) {
       spdlog::error("worker instance {}: {}", index, batches.status().ToString());
-      return;  // the server sees the channel close and restarts the worker
+      return region.Close();  // the server sees the channel close and restarts the worker
     }
     // Each batch runs on its own, as it would in the server's process.
     std::vector<std::vector<BatchItem>> items(batches->size());
@@ -71,7 +70,7 @@ void ServeBatches(Session& session, int index, int fd, int region_fd) {
       (*instance)->ExecuteEach(executions, statuses);
     }
     EncodeResults(executions, statuses, {session.counters(), session.histograms()}, out);
-    if (!WriteShared(fd, *region, FrameKind::kResults, out).ok()) return;
+    if (!region.Send(out).ok()) return;
   }
 }
 
@@ -99,7 +98,9 @@ void ServeSequences(Session& session, int index, int fd) {
   for (;;) {
     // Blocks while there is nothing to step; otherwise takes only what has arrived.
     while (instance->idle() || reader.Ready(fd, std::chrono::milliseconds(0))) {
-      if (instance->idle()) AwaitFrame(reader, fd, *instance);
+      if (instance->idle()) {
+        AwaitWork(*instance, [&](std::chrono::milliseconds t) { return reader.Ready(fd, t); });
+      }
       auto kind = reader.Read(fd, in);
       if (!kind.ok()) return instance->CancelAll(kind.status());
       if (*kind == FrameKind::kCancel) {
@@ -164,13 +165,13 @@ TokenizerReply AnswerQuery(const Session& session, std::string_view payload) {
 // Serves channel `index` with the session's style, then closes it: the server reads its end.
 // Only batches use the channel's shared region: generation's prompts and pieces are small and
 // stream both ways at once, on the socket.
-void ServeChannel(Session& session, int index, int fd, int region_fd) {
+void ServeChannel(Session& session, int index, int fd, SharedRegion& region) {
   if (session.style() == ExecutionStyle::kContinuous) {
-    ::close(region_fd);
     ServeSequences(session, index, fd);
   } else {
-    ServeBatches(session, index, fd, region_fd);
+    ServeBatches(session, index, region);
   }
+  region.Close();
   (void)::shutdown(fd, SHUT_RDWR);
 }
 
@@ -207,6 +208,15 @@ int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGu
   sigfillset(&all);
   pthread_sigmask(SIG_UNBLOCK, &all, nullptr);  // the server's blocked set came across exec
 
+  std::vector<SharedRegion> regions;
+  for (int fd : args.regions) {
+    auto region = SharedRegion::Adopt(fd);
+    if (!region.ok()) {
+      (void)WriteFrame(args.control, FrameKind::kFailed, EncodeStatus(region.status()));
+      return 1;
+    }
+    regions.push_back(std::move(*region));
+  }
   RuntimeLease lease;
   bool host_memory = false;
   auto session =
@@ -219,7 +229,7 @@ int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGu
   std::vector<std::thread> threads;
   for (size_t i = 0; i < args.channels.size(); ++i) {
     threads.emplace_back(ServeChannel, std::ref(**session), static_cast<int>(i), args.channels[i],
-                         args.regions[i]);
+                         std::ref(regions[i]));
   }
   // The control socket: the server's tokenizer queries, until it closes it.
   std::string query, reply;
@@ -232,6 +242,7 @@ int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGu
   }
   // The server is done with this model: stop every channel, then tear down in reverse.
   for (int fd : args.channels) (void)::shutdown(fd, SHUT_RDWR);
+  for (SharedRegion& region : regions) region.Close();
   for (auto& t : threads) t.join();
   session->reset();
   return 0;

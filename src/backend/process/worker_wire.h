@@ -7,10 +7,13 @@
 //                    server → worker: kQuery (the tokenizer: /tokenize, /detokenize);
 //                    worker → server: kReply, numbered as the query.
 //                    The worker exits when the server closes it.
-//   one per instance server → worker: kBatch (one or more batches: each its tier and each
-//                    request's inputs, outputs asked for and parameters); worker → server:
-//                    kResults (per batch its status, then each request's outcome: a status, or
-//                    its outputs and parameters; then the session's counters).
+//   one per instance a batch session's: the socket carries nothing; the channel's shared region
+//                    (shared_region.h) does, passing its turn both ways. server → worker:
+//                    kBatch (one or more batches: each its tier and each request's inputs,
+//                    outputs asked for and parameters); worker → server: kResults (per batch
+//                    its status, then each request's outcome: a status, or its outputs and
+//                    parameters; then the session's counters).
+//                    A continuous session's (generation): frames on the socket, below.
 //
 // Every decoder treats its bytes as hostile (a worker that crashed mid-write, a bug): each
 // length is bounded by what is left, each count by kMaxWireCount, each tensor validated; a
@@ -38,7 +41,7 @@ enum class FrameKind : uint32_t {
   kInit = 1,
   kReady = 2,
   kFailed = 3,
-  kBatch = 4,
+  kBatch = 4,    // the payloads of a batch channel's shared region: no frame is of these kinds
   kResults = 5,
   // Continuous sessions (generation): the server admits sequences and cancels them; the worker
   // streams their pieces and their ends, each tagged with the sequence's number.
@@ -65,11 +68,8 @@ Status WriteFrame(int fd, FrameKind kind, std::string_view payload);
 class FrameReader {
  public:
   // `spin`: Read() polls briefly before it blocks — for the side that waits for the answer to
-  // a frame it just wrote (it usually comes within microseconds). The worker, which waits for
-  // whatever the server sends next, blocks at once: its spin rarely caught a frame and took a
-  // tenth of the machine's CPU at 16 clients (docs/BENCHMARKS.md P10).
+  // a frame it just wrote (it usually comes within microseconds).
   explicit FrameReader(bool spin = true) : spin_(spin) {}
-  void set_spin(bool spin) { spin_ = spin; }
   // The next frame, its payload in `payload`; polls first when the reader spins. Unavailable on
   // end of stream or a reset (the peer has gone), InvalidArgument on a malformed header.
   Result<FrameKind> Read(int fd, std::string& payload);

@@ -95,8 +95,8 @@ struct InferRequest {
 // Whether the thread now calling a request's `done` may spend its own time on the answer
 // (encode it, write it to the client) instead of handing it to the frontend's threads: one
 // thread wake-up fewer on the answer's way. True only inside a ScopedAnswerHere — a model's
-// worker answering the one request it executed, with nothing queued behind it (it would go
-// idle otherwise, so the answer delays no other request).
+// worker answering the few requests (at most kMaxBatchesPerCall) it executed, with nothing
+// queued behind them (it would go idle otherwise, so the answers delay no queued request).
 bool MayAnswerHere();
 class ScopedAnswerHere {
  public:

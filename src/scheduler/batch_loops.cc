@@ -12,6 +12,13 @@
 #include "scheduler/model_scheduler_internal.h"
 
 namespace mmserve {
+namespace {
+
+// The most answers a worker with nothing queued writes itself (MayAnswerHere): a bounded wait
+// for a request that arrives meanwhile.
+constexpr size_t kAnswerHereAtMost = kMaxBatchesPerCall;
+
+}  // namespace
 
 template <typename Pred>
 bool ModelScheduler::WaitForWork(std::unique_lock<std::mutex>& lock, std::stop_token stop,
@@ -153,8 +160,10 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     std::vector<InferCallback> dones(batch.size());
     lock.lock();
     const bool reported = running.reported;
-    // Alone and with nothing queued, this worker would go idle: it may write the answer itself.
-    const ScopedAnswerHere answer_here(batch.size() == 1 && queued_ == 0 && !reported);
+    // With nothing queued, this worker would go idle: it may write the answers itself, a few
+    // (a call of an isolated fast model carries several: docs/BENCHMARKS.md P10).
+    const ScopedAnswerHere answer_here(batch.size() <= kAnswerHereAtMost && queued_ == 0 &&
+                                       !reported);
     for (size_t i = 0; i < batch.size(); ++i) dones[i] = std::move(batch[i]->done);
     running = Running{};
     executing_ -= static_cast<int64_t>(batch.size());

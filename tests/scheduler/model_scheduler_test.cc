@@ -185,12 +185,15 @@ TEST(ModelSchedulerTest, BatchesWhatIsQueuedUpToMaxBatch) {
 
 // A worker may spend its own time on an answer (encode and write it: no thread woken before the
 // client has it) only when it executed the request alone and nothing is queued behind it.
-TEST(ModelSchedulerTest, AWorkerMayAnswerItselfOnlyALoneRequestWithNothingQueued) {
+// A worker writes its answers itself (MayAnswerHere) only when nothing is queued behind them,
+// and only a few: at most kMaxBatchesPerCall.
+TEST(ModelSchedulerTest, AWorkerMayAnswerItselfOnlyAFewRequestsWithNothingQueued) {
   FakeSession session;
-  Outcome first, second, third, expired;
+  Outcome first, second, third, fourth, expired;
   std::vector<Outcome> batched(2);
+  std::vector<Outcome> many(kMaxBatchesPerCall + 1);
   {
-    auto scheduler = ModelScheduler::Create(Opts(2), session);
+    auto scheduler = ModelScheduler::Create(Opts(2 * kMaxBatchesPerCall), session);
     ASSERT_TRUE(scheduler.ok());
     OccupyWorker(**scheduler, session, first);
     ASSERT_TRUE((*scheduler)->Enqueue(Request(expired, "", Clock::now() + 20ms)).ok());
@@ -204,12 +207,18 @@ TEST(ModelSchedulerTest, AWorkerMayAnswerItselfOnlyALoneRequestWithNothingQueued
     session.Release();
     for (auto& o : batched) EXPECT_TRUE(o.future.get().ok());
     EXPECT_TRUE(third.future.get().ok());
+    OccupyWorker(**scheduler, session, fourth);
+    for (auto& o : many) ASSERT_TRUE((*scheduler)->Enqueue(Request(o)).ok());
+    session.Release();
+    for (auto& o : many) EXPECT_TRUE(o.future.get().ok());
   }
   EXPECT_FALSE(expired.here);
   EXPECT_FALSE(first.here);
   EXPECT_TRUE(second.here);
-  EXPECT_FALSE(batched[0].here);  // a batch of two
-  EXPECT_FALSE(batched[1].here);
+  EXPECT_TRUE(batched[0].here);  // a batch of two, nothing behind it
+  EXPECT_TRUE(batched[1].here);
+  EXPECT_FALSE(third.here);       // two were queued
+  for (const auto& o : many) EXPECT_FALSE(o.here) << "more than a few";
   EXPECT_FALSE(MayAnswerHere());  // and never on other threads
 }
 

@@ -176,6 +176,9 @@ class Session {
   virtual std::vector<int> batch_tiers() const { return {}; }
   // Engine counters for stats and tests (e.g. decodes, sequences). Any thread.
   virtual std::map<std::string, int64_t> counters() const { return {}; }
+  // What the session says of itself in words, for stats (an isolated model's last worker exit).
+  // Any thread.
+  virtual std::map<std::string, std::string> notes() const { return {}; }
   // The model's tokenizer (llama: its vocabulary), for /tokenize and /detokenize. Tokenize
   // gives each token's id and, with `pieces`, its text; Detokenize refuses an id outside the
   // vocabulary. Unimplemented for a model without one. Any thread.

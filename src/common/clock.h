@@ -17,6 +17,13 @@ inline int64_t Nanos(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
 
+// The wall clock in Unix milliseconds: when something happened, for people.
+inline int64_t UnixMillisNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 class TimeSource {
  public:
   virtual ~TimeSource() = default;

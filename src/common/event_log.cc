@@ -1,14 +1,12 @@
 #include "common/event_log.h"
 
-#include <chrono>
+#include "common/clock.h"
 
 namespace mmserve {
 
 Event EventLog::Record(std::string kind, std::string model, int64_t version,
                        std::string message) {
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+  const int64_t now_ms = UnixMillisNow();
   MutexLock lock(mu_);
   if (ring_.size() == kCapacity) ring_.pop_front();
   ring_.push_back(Event{.seq = next_seq_++,

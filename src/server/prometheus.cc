@@ -231,6 +231,17 @@ void SchedulerFamilies(Writer& w) {
   w.Family("mmserve_worker_restarts_total", "counter",
            "Times an isolated model's worker process exited and was started again",
            [](M m) { return Counter(m, "worker_restarts"); });
+  w.Family("mmserve_worker_last_exit_timestamp_seconds", "gauge",
+           "When an isolated model's worker last exited; `reason` says why",
+           [](M m) -> std::optional<double> {
+             const auto at = Counter(m, "worker_last_exit_unix_ms");
+             if (!at) return std::nullopt;
+             return *at / 1e3;
+           },
+           [](M m) {
+             auto it = m.notes.find("worker_last_exit");
+             return ",reason=\"" + Escape(it == m.notes.end() ? "" : it->second) + "\"";
+           });
   w.Family("mmserve_worker_pid", "gauge", "The process id of an isolated model's worker (0: none)",
            [](M m) { return Counter(m, "worker_pid"); });
   w.Family("mmserve_context_releases_total", "counter",

@@ -167,6 +167,7 @@ ModelInfo ModelVersion::Snapshot() const {
     info.signature = loaded->session->signature();
     info.resident_bytes = loaded->session->resident_bytes();
     info.counters = loaded->session->counters();
+    info.notes = loaded->session->notes();
     info.histograms = loaded->session->histograms();
     info.context_length = loaded->session->context_length();
     info.stats = loaded->scheduler->stats();

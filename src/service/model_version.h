@@ -75,6 +75,7 @@ struct ModelInfo {
   int64_t measured_bytes = 0;  // the heap's growth while it loaded (bytes allocated)
   int64_t resident_bytes = 0;  // what the session reports holding now
   std::map<std::string, int64_t> counters;  // the session's engine counters
+  std::map<std::string, std::string> notes;  // ... and what it says in words
   std::map<std::string, Histogram> histograms;  // ... and its latency distributions
   int64_t context_length = 0;               // tokens per sequence (llama), while loaded
   std::optional<SchedulerStats> stats;      // while loaded

@@ -224,8 +224,11 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
   EXPECT_EQ(SharedRegionMappings(pid), regions) << "no dead worker's shared region left mapped";
   auto stats = json::parse(client.Get("/v2/models/iso/stats").body, nullptr, false);
   EXPECT_THAT(stats.dump(), HasSubstr("\"worker_restarts\":10")) << stats.dump();
-  EXPECT_THAT(client.Get("/metrics").body,
-              HasSubstr("mmserve_worker_restarts_total{model=\"iso\",version=\"1\"} 10"));
+  EXPECT_THAT(stats.dump(), HasSubstr("\"worker_last_exit\":\"SIGSEGV\"")) << stats.dump();
+  const std::string metrics = client.Get("/metrics").body;
+  EXPECT_THAT(metrics, HasSubstr("mmserve_worker_restarts_total{model=\"iso\",version=\"1\"} 10"));
+  EXPECT_THAT(metrics, HasSubstr("mmserve_worker_last_exit_timestamp_seconds{model=\"iso\","
+                                 "version=\"1\",reason=\"SIGSEGV\"} "));
 
   // The eleventh exit within a minute: no more restarts. The model says so in the index and in
   // every answer, and the others serve on.

@@ -40,7 +40,9 @@ ModelInfo Model(const std::string& name, bool loaded) {
     info.counters = {{"generated_tokens", 42},
                      {"first_tokens", 2},
                      {"first_token_ns", 300'000'000},
-                     {"context_releases", 3}};
+                     {"context_releases", 3},
+                     {"worker_last_exit_unix_ms", 1'700'000'000'250}};
+    info.notes = {{"worker_last_exit", "exit \"code\" 1"}};
   }
   return info;
 }
@@ -59,6 +61,10 @@ TEST(PrometheusTest, SamplesCarryModelAndVersionAndEachFamilyHasHelpAndType) {
                               "device=\"1\"} 1000"));
   EXPECT_THAT(text, HasSubstr("mmserve_tokens_generated_total{model=\"a\\\"b\",version=\"2\"} 42"));
   EXPECT_THAT(text, HasSubstr("mmserve_context_releases_total{model=\"a\\\"b\",version=\"2\"} 3"));
+  // An isolated model's last worker exit: when, and why as a label (escaped).
+  EXPECT_THAT(text, HasSubstr("mmserve_worker_last_exit_timestamp_seconds{model=\"a\\\"b\","
+                              "version=\"2\",reason=\"exit \\\"code\\\" 1\"} 1700000000.25"));
+  EXPECT_THAT(text, Not(HasSubstr("mmserve_worker_last_exit_timestamp_seconds{model=\"idle\"")));
   EXPECT_THAT(text, HasSubstr("mmserve_time_to_first_token_seconds_sum{model=\"a\\\"b\","
                               "version=\"2\"} 0.3"));
   // Histograms: cumulative buckets with le, then +Inf, _sum in seconds and _count.

@@ -114,7 +114,14 @@ class ProcessSession final : public Session {
     out["worker_pid"] = current_ ? current_->pid : 0;
     out["worker_restarts"] = restarts_;
     if (!facts_.continuous) out["worker_round_trips"] = round_trips_;
+    if (last_exit_at_ms_ > 0) out["worker_last_exit_unix_ms"] = last_exit_at_ms_;
     return out;
+  }
+  // Why the worker last exited (`SIGSEGV`, `exit code 1`), once one has.
+  std::map<std::string, std::string> notes() const override {
+    MutexLock lock(mu_);
+    if (last_exit_at_ms_ == 0) return {};
+    return {{"worker_last_exit", last_exit_reason_}};
   }
   // Likewise: generation's time to first token and per output token, measured in the worker.
   std::map<std::string, Histogram> histograms() const override {
@@ -166,6 +173,8 @@ class ProcessSession final : public Session {
   std::shared_ptr<Worker> spawning_ GUARDED_BY(mu_);  // started, loading
   Status failed_ GUARDED_BY(mu_);
   std::string last_exit_ GUARDED_BY(mu_);
+  std::string last_exit_reason_ GUARDED_BY(mu_);  // its reason alone: `SIGSEGV`
+  int64_t last_exit_at_ms_ GUARDED_BY(mu_) = 0;   // when, in Unix milliseconds
   int64_t restarts_ GUARDED_BY(mu_) = 0;
   int64_t round_trips_ GUARDED_BY(mu_) = 0;
   EngineStats engine_ GUARDED_BY(mu_);

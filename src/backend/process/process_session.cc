@@ -305,6 +305,8 @@ void ProcessSession::Watch(Worker& worker) {
   worker.exited = true;
   if (current_.get() == &worker) current_.reset();
   last_exit_ = ExitMessage(worker.exit_reason);
+  last_exit_reason_ = worker.exit_reason;
+  last_exit_at_ms_ = UnixMillisNow();
   cv_.notify_all();
 }
 
@@ -328,8 +330,9 @@ void ProcessSession::Supervise() {
       Watch(**worker);
       if (WaitReadable(stop_.get(), 0ms)) return;
     }
-    const std::string why =
-        worker.ok() ? ExitMessage((*worker)->exit_reason) : std::string(worker.status().message());
+    const std::string reason =
+        worker.ok() ? (*worker)->exit_reason : std::string(worker.status().message());
+    const std::string why = worker.ok() ? ExitMessage(reason) : reason;
     spdlog::error("model {}: {}", model_.name, why);
     const auto now = Clock::now();
     exits.push_back(now);
@@ -337,6 +340,8 @@ void ProcessSession::Supervise() {
     {
       MutexLock lock(mu_);
       last_exit_ = why;
+      last_exit_reason_ = reason;
+      last_exit_at_ms_ = UnixMillisNow();
       if (exits.size() > static_cast<size_t>(kMaxRestarts)) {
         failed_ = Unavailable(why + "; " + std::to_string(exits.size()) +
                               " exits within a minute: no more restarts");

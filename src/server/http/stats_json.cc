@@ -57,6 +57,7 @@ json ModelStatsJson(const ModelInfo& info) {
               {"counters", info.counters},
               {"execution", info.config.execute_inline ? "inline" : "worker"}};
   if (!info.reason.empty() && info.state != ModelState::kReady) mms["reason"] = info.reason;
+  if (!info.notes.empty()) mms["notes"] = info.notes;
   json labels = json::array();
   for (const auto& [label, version] : info.labels) {
     if (version == info.config.version) labels.push_back(label);

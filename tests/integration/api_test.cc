@@ -20,6 +20,7 @@
 
 #include "testing/http_client.h"
 #include "testing/models.h"
+#include "testing/paths.h"
 #include "testing/server_process.h"
 #include "testing/test_util.h"
 
@@ -402,12 +403,12 @@ TEST_F(ApiTest, ModelsConfigAndMetricsAfterTraffic) {
 
 // The official `openai` npm package (pinned; scripts/test.sh installs it into .deps/node).
 TEST(OpenAiClientTest, OfficialSdkRunsChatCompletionsAndEmbeddings) {
-  const std::string modules = std::string(MMSERVE_SOURCE_DIR) + "/.deps/node/node_modules";
+  const std::string modules = testing::SourceDir() + "/.deps/node/node_modules";
   ASSERT_TRUE(std::filesystem::exists(modules + "/openai/package.json"))
       << "the openai npm package is missing: scripts/test.sh installs it";
   Server server(TrioConfig());
   ASSERT_TRUE(server.Start()) << server.Log();
-  auto [rc, out] = RunShell("NODE_PATH=" + modules + " node " + MMSERVE_SOURCE_DIR +
+  auto [rc, out] = RunShell("NODE_PATH=" + modules + " node " + testing::SourceDir() +
                          "/tests/integration/clients/openai_client.cjs " +
                          std::to_string(server.port()) + " 2>&1");
   ASSERT_EQ(rc, 0) << out << server.Log();

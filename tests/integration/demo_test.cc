@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "testing/paths.h"
 #include "testing/server_process.h"
 #include "testing/test_util.h"
 
@@ -34,7 +35,7 @@ TEST(DemoTest, RunCommandServesTheDemoAndIsReady) {
   ::setenv("MMSERVE_PORT", std::to_string(port).c_str(), 1);
   ::setenv("MMSERVE_GRPC_PORT", "0", 1);
   ::setenv("MMSERVE_LOCK_DIR", (dir.path() / "locks").c_str(), 1);
-  testing::ServerProcess demo({std::string(MMSERVE_SOURCE_DIR) + "/scripts/demo.sh"},
+  testing::ServerProcess demo({testing::SourceDir() + "/scripts/demo.sh"},
                               dir.path() / "demo.log", "/bin/bash");
   ASSERT_TRUE(demo.Start(std::chrono::minutes(5))) << demo.Log();
   EXPECT_EQ(demo.port(), port);
@@ -49,7 +50,7 @@ TEST(DemoTest, RunCommandServesTheDemoAndIsReady) {
   EXPECT_THAT(Curl(base + "/v1/chat/completions -d '{\"model\":\"llm\",\"messages\":[{\"role\":"
                    "\"user\",\"content\":\"Hi\"}],\"max_tokens\":4}'"),
               HasSubstr("\"object\":\"chat.completion\""));
-  const std::string sample = std::string(MMSERVE_SOURCE_DIR) + "/models/generated/sample.png";
+  const std::string sample = testing::SourceDir() + "/models/generated/sample.png";
   EXPECT_THAT(Curl("-X POST " + base + "/v2/models/detector/infer -H 'Content-Type: image/png' "
                    "--data-binary @" + sample),
               HasSubstr("\"name\":\"BOXES\",\"datatype\":\"FP32\""));

@@ -7,6 +7,7 @@
 
 #include "testing/http_client.h"
 #include "testing/models.h"
+#include "testing/paths.h"
 #include "testing/server_process.h"
 #include "testing/test_util.h"
 
@@ -127,7 +128,7 @@ TEST_F(ModelDirServeTest, RefusesModelsItCannotServe) {
   // A YAML after --model is not taken for a second model.
   std::tie(code, out) = testing::ServerProcess::Run(
       Serve({"--model", testing::GeneratedModel("bert-tiny.gguf"),
-             std::string(MMSERVE_SOURCE_DIR) + "/examples/demo.yaml"}));
+             testing::SourceDir() + "/examples/demo.yaml"}));
   EXPECT_NE(code, 0) << out;
   EXPECT_THAT(out, HasSubstr("excludes"));
   std::tie(code, out) = testing::ServerProcess::Run(Serve({"--task", "embed"}));

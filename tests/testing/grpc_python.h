@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "testing/paths.h"
 #include "testing/test_util.h"
 
 namespace mmserve::testing {
@@ -21,7 +22,7 @@ inline int GrpcPort(const std::string& log) {
 
 // `args`: an API key, or a mode and its arguments (see the client's usage).
 inline nlohmann::json RunGrpcClient(const TempDir& dir, int port, const std::string& args = "") {
-  const std::string source = MMSERVE_SOURCE_DIR;
+  const std::string source = SourceDir();
   const std::string stubs = (dir.path() / "stubs").string();
   auto [rc, out] = RunShell("mkdir -p " + stubs + " && protoc -I " + source +
                             "/src/server/grpc --python_out=" + stubs + " --grpc_python_out=" +

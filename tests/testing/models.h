@@ -7,12 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/paths.h"
 #include "testing/test_util.h"
 
 namespace mmserve::testing {
 
 inline std::string GeneratedModel(const std::string& file) {
-  return std::string(MMSERVE_SOURCE_DIR) + "/models/generated/" + file;
+  return SourceDir() + "/models/generated/" + file;
 }
 
 // A copy of the generated model `model` in `dir` as `name`, with the first occurrence of `find`
@@ -32,7 +33,7 @@ inline std::filesystem::path PatchedModel(const TempDir& dir, const std::string&
 }
 
 inline std::string LlamaTool(const std::string& name) {
-  return std::string(MMSERVE_SOURCE_DIR) + "/.deps/llama-tools-build/bin/" + name;
+  return SourceDir() + "/.deps/llama-cpu-build/bin/" + name;
 }
 
 }  // namespace mmserve::testing

@@ -56,7 +56,7 @@ ConfiguredServer::ConfiguredServer(const std::string& yaml, std::vector<std::str
   }
   const std::string program = prefix.front();
   prefix.erase(prefix.begin());
-  prefix.push_back(MMSERVE_BINARY);
+  prefix.push_back(MmserveBinary());
   prefix.insert(prefix.end(), args.begin(), args.end());
   process_ = std::make_unique<ServerProcess>(std::move(prefix), log, program);
 }
@@ -114,7 +114,7 @@ std::pair<int, std::string> ServerProcess::Run(const std::vector<std::string>& a
   TempDir dir;
   const auto log = dir.path() / "out.log";
   ServerProcess p(args, log);
-  p.pid_ = Spawn(MMSERVE_BINARY, args, log);
+  p.pid_ = Spawn(MmserveBinary(), args, log);
   const int code = p.Wait(std::chrono::seconds(60));
   return {code, p.Log()};
 }

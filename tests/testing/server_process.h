@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/paths.h"
 #include "testing/test_util.h"
 
 namespace mmserve::testing {
@@ -19,7 +20,7 @@ class ServerProcess {
   // `args` follow the binary name, e.g. {"serve", "c.yaml", "--port", "0"}. `program` is the
   // mmserve binary unless given (e.g. "/bin/bash" to run a script that execs it).
   ServerProcess(std::vector<std::string> args, std::filesystem::path log,
-                std::string program = MMSERVE_BINARY);
+                std::string program = MmserveBinary());
   ~ServerProcess();  // SIGKILLs a child still running
 
   // Starts the child and waits up to `timeout` for it to listen; false if it exited or timed out.

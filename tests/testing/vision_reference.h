@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "testing/paths.h"
 #include "testing/test_util.h"
 
 namespace mmserve::testing {
@@ -17,7 +18,7 @@ namespace mmserve::testing {
 // Runs the reference over `cases` (the script's docstring says their fields); false, with a
 // test failure that shows its output, when it fails.
 inline bool RunVisionReference(const TempDir& dir, const nlohmann::json& cases) {
-  auto [code, out] = RunShell("/usr/bin/python3 " + std::string(MMSERVE_SOURCE_DIR) +
+  auto [code, out] = RunShell("/usr/bin/python3 " + SourceDir() +
                               "/tests/testing/vision_reference.py " +
                               dir.Write("cases.json", cases.dump()).string() + " 2>&1");
   EXPECT_EQ(code, 0) << out;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "testing/models.h"
+#include "testing/paths.h"
 #include "testing/test_util.h"
 
 namespace mmserve {
@@ -16,7 +17,7 @@ using ::testing::HasSubstr;
 // Tiny GGUF files written with llama.cpp's gguf-py (the fuzzer's seeds): a BERT header with six
 // tokens, and the same with one token twice.
 std::string Seed(const std::string& name) {
-  return std::string(MMSERVE_SOURCE_DIR) + "/tests/fuzz/corpus/gguf_fuzzer/" + name;
+  return testing::SourceDir() + "/tests/fuzz/corpus/gguf_fuzzer/" + name;
 }
 
 TEST(GgufSummaryTest, ReadsTheHeaderOfAValidFile) {

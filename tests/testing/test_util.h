@@ -1,6 +1,17 @@
 // Helpers shared by tests: temporary directories and files.
 #pragma once
 
+// MMSERVE_TEST_SANITIZED: this build replaces the allocator (ASan or TSan), so malloc's counters
+// and the RSS no longer measure what a test reads from them. GCC says so with __SANITIZE_*__,
+// clang with __has_feature.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MMSERVE_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MMSERVE_TEST_SANITIZED 1
+#endif
+#endif
+
 #include <filesystem>
 #include <string>
 #include <utility>

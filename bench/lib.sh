@@ -4,7 +4,7 @@ TMP="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 THREADS="$(nproc)"
 LOAD="$ROOT/build/bench/loadgen"
-SERVER="$ROOT/.deps/llama-tools-build/bin/llama-server"
+SERVER="$ROOT/.deps/llama-cpu-build/bin/llama-server"
 MMSERVE="$ROOT/build/src/app/mmserve"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

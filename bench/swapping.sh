@@ -16,7 +16,7 @@
 # rounds. Reports requests/s and p50/p99 per model class, loads and evictions, errors.
 #   bench/swapping.sh [mixed|tiny]   (tiny: the base slots use the tiny files too — the quick run)
 #                     (BENCH_SECONDS=60 BENCH_WARMUP=5 BENCH_CLIENTS=16 BENCH_SHIFT=20 BENCH_ROUNDS=1
-#                      BENCH_MMAP=true)
+#                      BENCH_MMAP=true BENCH_PEER_TIMEOUT=120)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZE="${1:-mixed}"
@@ -127,8 +127,12 @@ run() {
   fi
   peak_kib "$pid" >"$TMP/$side.$round.peak" &
   watcher=$!
+  # A request the router never answers is an error after BENCH_PEER_TIMEOUT (the quick run's
+  # bound: one stuck child made a 10-second smoke test wait two minutes).
+  local timeout=120
+  [[ $side == ls ]] && timeout="${BENCH_PEER_TIMEOUT:-120}"
   "$LOAD" --port "$port" --mix "$TMP/mix.$side.json" --concurrency "$CLIENTS" --seconds "$SECS" \
-    --warmup "$WARMUP" --shift-seconds "$SHIFT" --timeout 120 >"$TMP/$side.$round.json" || true
+    --warmup "$WARMUP" --shift-seconds "$SHIFT" --timeout "$timeout" >"$TMP/$side.$round.json" || true
   if [[ $side == mm ]]; then
     # loads, evictions, and the seconds spent loading (the loader runs one load at a time)
     echo "$(metric_sum "$port" mmserve_model_loads_total) $(metric_sum "$port" mmserve_model_evictions_total)" \

@@ -14,7 +14,15 @@ export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
 LLAMA_NPM_VERSION="3.21.1"
 LLAMA_NPM_INTEGRITY="sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg=="
 
-step() { printf '\n==> %s\n' "$*"; }
+# step TEXT: starts a step and says how long the one before it took.
+step_name=""
+step_start=$SECONDS
+step() {
+  [[ -n "$step_name" ]] && printf '    (%d s: %s)\n' $((SECONDS - step_start)) "$step_name"
+  step_name="$1"
+  step_start=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache git curl pkg-config
@@ -81,11 +89,13 @@ fetch_llama() {
 # Configuring mmserve builds llama.cpp's static libraries once per variant (cmake/llama.cmake),
 # with MMSERVE_CUDA / MMSERVE_CANN forwarded to GGML_CUDA / GGML_CANN.
 build_mmserve() {
-  step "mmserve: configuring (builds llama.cpp first if .deps has none) and building (build/)"
+  step "mmserve: configuring build/ (builds llama.cpp's libraries first if .deps has none)"
+  # -g1 (line tables): what perf and stack traces need, at two thirds of -g's compile time.
   cmake -S "$ROOT" -B "$ROOT/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
     -DMMSERVE_CUDA="${MMSERVE_CUDA:-OFF}" -DMMSERVE_CANN="${MMSERVE_CANN:-OFF}" |
     awk '/Building llama|Error|error/ || NR % 20 == 0'
+  step "mmserve: building build/"
   cmake --build "$ROOT/build" -j "$JOBS"
 }
 
@@ -100,18 +110,24 @@ generate_models() {
 }
 
 # llama.cpp's own programs, built from the same bundle, that the tests and benchmarks compare
-# mmserve against: llama-embedding, llama-simple (greedy generation), llama-server.
+# mmserve against: llama-embedding, llama-simple (greedy generation), llama-server. They are
+# built in the tree that built mmserve's llama.cpp libraries (cmake/llama.cmake), so ggml and
+# llama are compiled once and both sides of every comparison run the same kernels.
 build_reference_tools() {
-  step "llama.cpp reference tools: llama-embedding, llama-simple, llama-server (.deps/llama-tools-build)"
-  cmake -S "$DEPS/llama.cpp" -B "$DEPS/llama-tools-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-    -DCMAKE_C_FLAGS=-w -DCMAKE_CXX_FLAGS=-w -DBUILD_SHARED_LIBS=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
-    -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_UI=OFF \
-    -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF >/dev/null
-  cmake --build "$DEPS/llama-tools-build" -j "$JOBS" --target llama-embedding llama-simple llama-server |
+  local tree="$DEPS/llama-cpu-build"
+  step "llama.cpp reference tools: llama-embedding, llama-simple, llama-server ($tree)"
+  # The library flags are cmake/llama.cmake's (keep them alike, or ggml is compiled again); the
+  # tree exists already unless mmserve was built for another variant (MMSERVE_CUDA, MMSERVE_CANN).
+  cmake -S "$DEPS/llama.cpp" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_INSTALL_PREFIX="$DEPS/llama-cpu" \
+    -DCMAKE_C_COMPILER_LAUNCHER="$(command -v ccache)" -DCMAKE_CXX_COMPILER_LAUNCHER="$(command -v ccache)" \
+    -DCMAKE_C_FLAGS=-w -DCMAKE_CXX_FLAGS=-w -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_CUDA=OFF -DGGML_CANN=OFF \
+    -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_COMMON=ON \
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_APP=OFF >/dev/null
+  cmake --build "$tree" -j "$JOBS" --target llama-embedding llama-simple llama-server |
     awk 'NR % 25 == 0 || /FAILED|error:/' || true
-  cmake --build "$DEPS/llama-tools-build" -j "$JOBS" --target llama-embedding llama-simple llama-server >/dev/null
+  cmake --build "$tree" -j "$JOBS" --target llama-embedding llama-simple llama-server >/dev/null
 }
 
 install_packages "${1:-}"
@@ -119,4 +135,4 @@ fetch_llama
 generate_models
 build_mmserve
 [[ "${1:-}" == "--with-reference-tools" ]] && build_reference_tools
-true
+step "set-up done"

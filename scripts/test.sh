@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The test command: sets up what is missing (scripts/setup.sh), then runs every test:
-#   1. build/       (RelWithDebInfo)   unit + integration tests, the real binary on 127.0.0.1
-#   2. build-asan/  (ASan + UBSan)     unit tests, mmserve's own code instrumented
-#   3. build-tsan/  (ThreadSanitizer)  the concurrency tests (label tsan)
-#   4. build-clang/ (clang 14)          unit tests, -Werror=thread-safety (the lock annotations)
-#   5. build-fuzz/  (clang, libFuzzer)  every fuzz harness for a bounded time (scripts/fuzz.sh)
-#   6. bench/all.sh --quick             every benchmark scenario as a smoke test (answers checked)
-# Ends with one line "tests: N passed, M failed" and exits non-zero if anything failed.
+#   1. build/       (GCC, RelWithDebInfo)  unit + integration tests, the real binary on 127.0.0.1
+#   2. build-fuzz/  (clang 14, ASan + UBSan, libFuzzer coverage, -Werror=thread-safety)
+#                   the unit tests, mmserve's own code instrumented; the lock annotations are
+#                   checked as this tree compiles (no separate build for them)
+#   3. build-tsan/  (GCC, ThreadSanitizer)  the concurrency tests (label tsan)
+#   4. build-fuzz/  every fuzz harness for a bounded time (scripts/fuzz.sh)
+#   5. bench/all.sh --quick                 every benchmark scenario as a smoke test (answers checked)
+# Three build trees, each with ccache (keyed on paths relative to the clone, so a fresh clone
+# hits what another clone compiled). Prints each phase's minutes at the end, then one line
+# "tests: N passed, M failed", and exits non-zero if anything failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JOBS="${MMSERVE_JOBS:-$(nproc)}"
@@ -14,7 +17,24 @@ JOBS="${MMSERVE_JOBS:-$(nproc)}"
 export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
 cd "$ROOT"
 
-step() { printf '\n==> %s\n' "$*"; }
+# step TEXT: starts a phase; the one before it is timed (phase_end).
+phases=()
+phase_name=""
+phase_start=$SECONDS
+phase_end() {
+  [[ -n "$phase_name" ]] &&
+    phases+=("$(awk -v s=$((SECONDS - phase_start)) -v n="$phase_name" 'BEGIN { printf "%5.1f min  %s", s / 60, n }')")
+  phase_name=""
+}
+step() {
+  phase_end
+  phase_name="$1"
+  phase_start=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
+
+step "set-up: Debian packages, llama.cpp, models, build/, reference tools (scripts/setup.sh)"
+ccache -z >/dev/null 2>&1 || true  # the hits printed at the end are this run's
 
 bash scripts/setup.sh --with-reference-tools
 # From npm, pinned (npm checks their integrity), into .deps/node: the official OpenAI client the
@@ -58,42 +78,40 @@ run_ctest() {
   rm -f "$log"
 }
 
-# configure_sanitized DIR SANITIZERS: a second build of mmserve's own code (llama.cpp is reused).
-configure_sanitized() {
-  cmake -S "$ROOT" -B "$ROOT/$1" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
-    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMMSERVE_SANITIZE="$2" >/dev/null
+# build TREE [TARGET...]: builds, printing only failures (then everything, to show the error).
+build() {
+  local tree=$1
+  shift
+  local targets=()
+  (($# > 0)) && targets=(--target "$@")
+  cmake --build "$tree" -j "$JOBS" "${targets[@]}" | grep -E 'FAILED|error:' || true
+  cmake --build "$tree" -j "$JOBS" "${targets[@]}" >/dev/null
 }
 
 step "tests: unit + integration (build/)"
 run_ctest build "unit|integration"
 
-step "tests: unit under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
-configure_sanitized build-asan "address,undefined"
-cmake --build build-asan -j "$JOBS" | grep -E 'FAILED|error' || true
-cmake --build build-asan -j "$JOBS" >/dev/null
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan unit
+step "build-fuzz/: clang 14, ASan + UBSan, libFuzzer coverage, lock annotations checked"
+# One clang tree for the sanitized unit tests, the thread-safety analysis (-Werror=thread-safety
+# as it compiles) and the fuzz harnesses that the fuzzing phase runs.
+bash scripts/fuzz.sh --configure
+build build-fuzz
+
+step "tests: unit under ASan + UBSan (build-fuzz/)"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+  run_ctest build-fuzz unit
+
+step "build-tsan/: GCC, ThreadSanitizer, the concurrency tests"
+cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1 -O1" \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMMSERVE_SANITIZE=thread >/dev/null
+tsan_targets=$(sed -nE 's/.*mms_add_test\(([a-z_]+) .* TSAN\).*/\1/p' $(find tests -name CMakeLists.txt))
+build build-tsan $tsan_targets
 
 step "tests: concurrency under ThreadSanitizer (build-tsan/)"
-configure_sanitized build-tsan "thread"
-tsan_targets=$(sed -nE 's/.*mms_add_test\(([a-z_]+) .* TSAN\).*/\1/p' $(find tests -name CMakeLists.txt))
-cmake --build build-tsan -j "$JOBS" --target $tsan_targets | grep -E 'FAILED|error' || true
-cmake --build build-tsan -j "$JOBS" --target $tsan_targets >/dev/null
 # ASLR-heavy kernels break TSan's shadow-memory layout: run without ASLR where setarch can.
 wrapper=()
 if setarch "$(uname -m)" -R true 2>/dev/null; then wrapper=(setarch "$(uname -m)" -R); fi
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest build-tsan tsan "${wrapper[@]}"
-
-step "tests: unit tests built by clang 14 with -Werror=thread-safety (build-clang/)"
-# The lock annotations (common/mutex.h, GUARDED_BY/REQUIRES) are checked by clang only. The
-# llama backend's tests are left to build/: clang links LLVM's OpenMP runtime next to the GNU
-# one llama.cpp was built with, and those tests count the compute threads it keeps.
-CC=clang-14 CXX=clang++-14 cmake -S "$ROOT" -B "$ROOT/build-clang" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-g -O0" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMMSERVE_THREAD_SAFETY=ON >/dev/null
-unit_targets=$(find tests -name '*_test.cc' -not -path 'tests/integration/*' -not -path 'tests/fuzz/*' \
-  -not -name llama_backend_test.cc -exec basename {} .cc \;)
-cmake --build build-clang -j "$JOBS" --target $unit_targets | grep -E 'FAILED|error:' || true
-cmake --build build-clang -j "$JOBS" --target $unit_targets >/dev/null
-run_ctest build-clang unit
 
 step "fuzzing: every harness for ${MMSERVE_FUZZ_SECONDS:-20} s (scripts/fuzz.sh; the committed corpus replayed first)"
 set +e
@@ -117,6 +135,10 @@ else
   tail -40 build/bench-quick.log
 fi
 
+phase_end
+echo
+echo "phases (minutes, this machine; ccache: $(ccache -s 2>/dev/null | sed -nE 's/^ *Hits: *([0-9]+ \/ *[0-9]+.*)/\1/p' | head -1)):"
+printf '  %s\n' "${phases[@]}"
 echo
 echo "tests: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -27,21 +27,68 @@ std::string ReadPid(int fd) {
 
 std::filesystem::path DeviceLock::DefaultDir() {
   if (const char* dir = std::getenv("MMSERVE_LOCK_DIR"); dir && *dir) return dir;
-  return "/tmp/mmserve-locks";
+  if (::geteuid() == 0) return "/run/mmserve";
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && *runtime) {
+    return std::filesystem::path(runtime) / "mmserve";
+  }
+  return "/tmp/mmserve-locks-" + std::to_string(::geteuid());
 }
 
-Result<DeviceLock> DeviceLock::Acquire(const std::filesystem::path& dir, int device) {
+namespace {
+
+// OK when `dir` is a directory this user owns that no one else may write to; it is created
+// (0700) when missing.
+Status CheckLockDir(const std::filesystem::path& dir) {
+  const std::string fix = " (choose another with --lock-dir or MMSERVE_LOCK_DIR)";
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  if (dir.has_parent_path()) std::filesystem::create_directories(dir.parent_path(), ec);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return FailedPrecondition("cannot create the device lock directory " + dir.string() + ": " +
+                              std::strerror(errno));
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    return FailedPrecondition("cannot read the device lock directory " + dir.string() + ": " +
+                              std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return FailedPrecondition("the device lock directory " + dir.string() +
+                              " is not a directory" + fix);
+  }
+  if (st.st_uid != ::geteuid()) {
+    return FailedPrecondition("the device lock directory " + dir.string() + " belongs to uid " +
+                              std::to_string(st.st_uid) + ", not to this user (uid " +
+                              std::to_string(::geteuid()) +
+                              "): its owner could plant or hold the lock" + fix);
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return FailedPrecondition("the device lock directory " + dir.string() +
+                              " is writable by other users: they could plant or hold the lock" +
+                              fix);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<DeviceLock> DeviceLock::Acquire(const std::filesystem::path& dir, int device) {
+  if (Status s = CheckLockDir(dir); !s.ok()) return s;
   const auto path = dir / ("device-" + std::to_string(device) + ".lock");
   // The holder unlinks the file when it is done; a file locked after its holder unlinked it is
   // stale, so open again until the locked file is the one at `path`.
   int fd = -1;
   for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
-    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
       return FailedPrecondition("cannot open device lock " + path.string() + ": " +
-                                std::strerror(errno));
+                                (errno == ELOOP ? std::string("it is a symbolic link")
+                                                : std::string(std::strerror(errno))));
+    }
+    struct stat file {};
+    if (::fstat(fd, &file) != 0 || !S_ISREG(file.st_mode) || file.st_uid != ::geteuid()) {
+      ::close(fd);
+      return FailedPrecondition("device lock " + path.string() +
+                                " is not a regular file of this user's; remove it");
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const std::string holder = ReadPid(fd);
@@ -49,7 +96,9 @@ Result<DeviceLock> DeviceLock::Acquire(const std::filesystem::path& dir, int dev
       return FailedPrecondition("device " + std::to_string(device) +
                                 " is already served by another mmserve (pid " +
                                 (holder.empty() ? "unknown" : holder) + ", lock " +
-                                path.string() + ")");
+                                path.string() + "): stop it, or serve another device, or "
+                                "keep this server's locks apart with --lock-dir or "
+                                "MMSERVE_LOCK_DIR");
     }
     struct stat opened {}, named {};
     if (::fstat(fd, &opened) != 0 || ::stat(path.c_str(), &named) != 0 ||

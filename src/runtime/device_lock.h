@@ -3,6 +3,10 @@
 // its holder dies, so a stale lock file from a dead process is simply taken over; a holder that
 // exits cleanly removes the file, so a clean shutdown leaves nothing behind.
 //
+// The directory is trusted only if this user owns it and no one else may write to it, and the
+// lock file is opened without following a link: a link or file planted by another local user
+// can neither redirect the PID write (a root server would overwrite any file) nor hold the lock.
+//
 // Move-only; the lock is held until destruction.
 #pragma once
 
@@ -14,10 +18,13 @@ namespace mmserve {
 
 class DeviceLock {
  public:
-  // Locks `device` under `dir` (created if missing). FailedPrecondition naming the holder's PID
-  // when another live process holds it.
+  // Locks `device` under `dir` (created 0700 if missing). FailedPrecondition naming the holder's
+  // PID when another live process holds it, and naming the fault when `dir` is another user's
+  // or writable by others, or the lock file is a link or not this user's regular file.
   static Result<DeviceLock> Acquire(const std::filesystem::path& dir, int device);
-  // The directory used when none is given: $MMSERVE_LOCK_DIR, else /tmp/mmserve-locks.
+  // The directory used when none is given: $MMSERVE_LOCK_DIR, else a per-user runtime
+  // directory: /run/mmserve for root, $XDG_RUNTIME_DIR/mmserve for others (where set), else
+  // /tmp/mmserve-locks-<uid>.
   static std::filesystem::path DefaultDir();
 
   DeviceLock(DeviceLock&& other) noexcept

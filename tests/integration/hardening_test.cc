@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -487,6 +489,31 @@ TEST_F(HardeningTest, D9NamesThatAreNotNamesAreRefused) {
   EXPECT_THAT(r.body, HasSubstr("name"));
   EXPECT_EQ(Body(client.Post("/v2/repository/index", "{}")).dump().find("\"..\""),
             std::string::npos);
+}
+
+// Round 2, F3: a link planted as the lock file (the old default directory was /tmp, writable by
+// every local user) made a root server truncate and write its PID into the link's target.
+TEST(HardeningRound2Test, F3ALinkPlantedAsTheDeviceLockIsNotWrittenThrough) {
+  testing::TempDir dir;
+  const auto victim = dir.Write("victim", "root's file\n");
+  const auto locks = dir.path() / "locks";
+  std::filesystem::create_directory(locks);
+  std::filesystem::permissions(locks, std::filesystem::perms::owner_all);
+  std::filesystem::create_symlink(victim, locks / "device-0.lock");
+  const auto yaml = dir.Write("m.yaml", "models:\n  - {name: e, backend: identity}\n");
+  auto [code, out] =
+      ServerProcess::Run({"serve", yaml.string(), "--port", "0", "--lock-dir", locks.string()});
+  EXPECT_EQ(code, 3) << out;
+  EXPECT_THAT(out, HasSubstr("it is a symbolic link")) << out;
+  EXPECT_EQ(testing::ReadFile(victim), "root's file\n");
+  // A lock directory other users may write to is refused before any file is opened in it.
+  std::filesystem::remove(locks / "device-0.lock");
+  std::filesystem::permissions(locks,
+                               std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
+  std::tie(code, out) =
+      ServerProcess::Run({"serve", yaml.string(), "--port", "0", "--lock-dir", locks.string()});
+  EXPECT_EQ(code, 3) << out;
+  EXPECT_THAT(out, HasSubstr("is writable by other users")) << out;
 }
 
 }  // namespace

@@ -104,6 +104,31 @@ TEST_F(LoggingTest, NoAccessLogMeansNoAccessLines) {
   EXPECT_THAT(server.Log(), HasSubstr("listening"));
 }
 
+// Hardening round 2, F8: a model's error quotes its file's name, which any client that may
+// load models chooses. A newline in it forged a second log line, and an escape sequence reached
+// the operator's terminal. Every text line now starts with its time; control bytes are escaped.
+TEST_F(LoggingTest, F8ControlBytesInAModelsErrorCannotForgeALogLine) {
+  auto server = Serve({});
+  ASSERT_TRUE(server.Start()) << server.Log();
+  // Cut inside its tensor data: the header check passes, llama.cpp's load then fails.
+  const std::string name = "x\n2026-01-01T00:00:00.000 I [1] FORGED \x1b[2J.gguf";
+  const auto file = dir_.Write(
+      name, testing::ReadFile(testing::GeneratedModel("bert-tiny.gguf")).substr(0, 5'000'000));
+  testing::HttpClient http(server.port());
+  const json load = {{"parameters",
+                      {{"config", {{"backend", "llama"}, {"task", "embed"}, {"path", file}}}}}};
+  EXPECT_EQ(http.Post("/v2/repository/models/evil/load", load.dump()).status, 503);
+  ASSERT_EQ(server.Stop(SIGTERM), 0);
+  const std::string log = server.Log();
+  EXPECT_THAT(log, HasSubstr("x\\n2026-01-01T00:00:00.000 I [1] FORGED \\x1b[2J.gguf")) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << "a raw escape byte reached the log";
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    EXPECT_THAT(line, ::testing::StartsWith("20")) << "a line without its time: " << line;
+    EXPECT_THAT(line, Not(::testing::StartsWith("2026-01-01")));
+  }
+}
+
 // A model file of 100 MiB or more says how far its load has read (once a second while it reads;
 // the cadence is load_progress_test's) and its total with the rate. Sizes in the load line are
 // MiB. The file is the tiny llama padded past the threshold: llama.cpp reads only its tensors.

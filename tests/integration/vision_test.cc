@@ -5,6 +5,9 @@
 // bindings: the network and NMSBoxes); bad images answered 400 with the server unaffected.
 #include <cstring>
 #include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -91,7 +94,13 @@ class VisionTest : public ::testing::Test {
                              "\n    max_batch: 8\n"
                              "    preprocess: {resize: {width: 32, height: 32},\n"
                              "                 scale: 0.00392156862745098}\n"
-                             "    postprocess: {softmax: true, top_k: 3, labels: labels.txt}\n";
+                             "    postprocess: {softmax: true, top_k: 3, labels: labels.txt}\n"
+                             // Post-processing alone: the client sends the network's tensor
+                             // (identity: any row length, so only max_batch bounds the rows).
+                             "  - name: scores\n    backend: identity\n    max_batch: 8\n"
+                             "    params: {tensors: [{input: images, output: logits, "
+                             "datatype: FP32, shape: [-1, -1]}]}\n"
+                             "    postprocess: {softmax: true, top_k: 3}\n";
     server_ = std::make_unique<testing::ServerProcess>(
         std::vector<std::string>{"serve", dir_.Write("models.yaml", yaml).string(), "--port", "0",
                                  "--lock-dir", (dir_.path() / "locks").string()},
@@ -293,6 +302,34 @@ TEST_F(VisionTest, BadImagesAre400NamingTheInputAndTheServerCarriesOn) {
   EXPECT_THAT(mislabelled.body, HasSubstr("the body is a JPEG image"));
   EXPECT_EQ(InferBinary("person_det", jpeg).status, 200);  // still serving
   EXPECT_EQ(client_->Get("/v2/health/ready").status, 200);
+}
+
+// Hardening round 2, F5: without pre-processing, the rows a client declares were allocated
+// (64 bytes each) before anything checked them against the model.
+TEST_F(VisionTest, F5RowsDeclaredPastMaxBatchAreRefusedBeforeAnythingIsAllocated) {
+  auto peak_kib = [&] {
+    std::istringstream status(testing::ReadFile("/proc/" + std::to_string(server_->pid()) +
+                                                "/status"));
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+    }
+    return 0L;
+  };
+  const long before = peak_kib();
+  const json hostile = {{"inputs", {{{"name", "images"}, {"datatype", "FP32"},
+                                     {"shape", {15000000, 0}}, {"data", json::array()}}}}};
+  auto res = client_->Post("/v2/models/scores/infer", hostile.dump());
+  // (c620ef6 answered 200 with 15,000,000 rows of scores: hundreds of MB, not printed here.)
+  EXPECT_EQ(res.status, 400) << res.body.substr(0, 300);
+  EXPECT_NE(res.body.find("declares 15000000 rows; a request may carry 1..8"), std::string::npos)
+      << res.body.substr(0, 300);
+  EXPECT_LT(peak_kib() - before, 256 * 1024) << "KiB of peak memory for a 100-byte request";
+  // A request within max_batch is served as before.
+  const json one = {{"inputs", {{{"name", "images"}, {"datatype", "FP32"}, {"shape", {1, 4}},
+                                 {"data", {1, 2, 3, 4}}}}}};
+  res = client_->Post("/v2/models/scores/infer", one.dump());
+  EXPECT_EQ(res.status, 200) << res.body;
+  EXPECT_THAT(res.body, HasSubstr("\"CLASSES\""));
 }
 
 // The acl backend runs the same stages: an OM-like detector on the simulated device, whose output

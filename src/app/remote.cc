@@ -86,13 +86,20 @@ std::string Env(const char* name) {
   return value ? value : "";
 }
 
-// The error an answer carries ({"error": ...}), else its body.
+// What the CLI prints of a server's (or its own argument's) text: valid UTF-8, control
+// characters escaped, at most `max` bytes. A server's strings are not trusted to be kind to the
+// terminal: an escape sequence would retitle or clear it, a CR forge a line.
+std::string Printable(std::string_view text, size_t max) {
+  return Abbreviate(EscapeControl(ToValidUtf8(text)), max);
+}
+
+// The error an answer carries ({"error": ...}), else its body; printable, at most 2,000 bytes.
 std::string ErrorOf(const Answer& answer) {
   const json body = ParseJson(answer.body);
   if (body.is_object() && body.contains("error") && body["error"].is_string()) {
-    return body["error"].get<std::string>();
+    return Printable(body["error"].get<std::string>(), 2000);
   }
-  return answer.body;
+  return Printable(answer.body, 2000);
 }
 
 std::string Mib(int64_t bytes) {
@@ -105,17 +112,19 @@ std::string Mib(int64_t bytes) {
 std::string ExpiresIn(const json& keep_alive) {
   if (!keep_alive.is_object() || keep_alive["seconds"].is_null()) return "never";
   if (!keep_alive["expires_in_s"].is_number()) return "-";
-  const auto s = static_cast<int64_t>(keep_alive["expires_in_s"].get<double>());
+  const double seconds = keep_alive["expires_in_s"].get<double>();
+  if (!(seconds >= 0 && seconds < 1e9)) return "?";  // NaN, negative, or past 30 years
+  const auto s = static_cast<int64_t>(seconds);
   if (s >= 3600) return std::to_string(s / 3600) + "h " + std::to_string(s % 3600 / 60) + "m";
   if (s >= 60) return std::to_string(s / 60) + "m " + std::to_string(s % 60) + "s";
   return std::to_string(s) + "s";
 }
 
-// The value of `j[key]` as text, or "-".
+// The value of `j[key]` as printable text (at most 64 bytes), or "-".
 std::string Text(const json& j, const char* key) {
   if (!j.is_object() || !j.contains(key)) return "-";
   const json& v = j[key];
-  return v.is_string() ? v.get<std::string>() : DumpJson(v);
+  return Printable(v.is_string() ? v.get<std::string>() : DumpJson(v), 64);
 }
 
 }  // namespace
@@ -186,11 +195,11 @@ int LoadOrUnload(const RemoteOptions& options, const std::string& name, bool loa
     return 1;
   }
   if (answer->status != 200) {
-    std::cerr << verb << " " << name << ": " << ErrorOf(*answer) << " (HTTP " << answer->status
-              << ")\n";
+    std::cerr << verb << " " << Printable(name, 256) << ": " << ErrorOf(*answer) << " (HTTP "
+              << answer->status << ")\n";
     return 1;
   }
-  std::cout << name << ": " << (load ? "loaded" : "unloaded") << "\n";
+  std::cout << Printable(name, 256) << ": " << (load ? "loaded" : "unloaded") << "\n";
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "common/json.h"
+#include "common/strings.h"
 
 namespace mmserve {
 namespace {
@@ -51,33 +52,15 @@ class JsonFormatter final : public spdlog::formatter {
   }
 };
 
-// The text format's pattern, with the message's control bytes escaped (\n, \r, \t, \xNN): a
+// The text format's pattern, with the message's control characters escaped (EscapeControl): a
 // message may quote a client's or a model file's bytes, and a raw newline or escape sequence
-// would forge a log line or take over the operator's terminal. Other bytes pass as they are.
+// would forge a log line or take over the operator's terminal.
 class TextFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
     const std::string_view payload(msg.payload.data(), msg.payload.size());
-    size_t plain = 0;
-    while (plain < payload.size() && !IsControl(payload[plain])) ++plain;
-    if (plain == payload.size()) return pattern_.format(msg, dest);
-    std::string escaped(payload.substr(0, plain));
-    for (size_t i = plain; i < payload.size(); ++i) {
-      const char c = payload[i];
-      if (!IsControl(c)) {
-        escaped += c;
-      } else if (c == '\n') {
-        escaped += "\\n";
-      } else if (c == '\r') {
-        escaped += "\\r";
-      } else if (c == '\t') {
-        escaped += "\\t";
-      } else {
-        static constexpr char kHex[] = "0123456789abcdef";
-        const auto byte = static_cast<unsigned char>(c);
-        escaped += {'\\', 'x', kHex[byte >> 4], kHex[byte & 0xf]};
-      }
-    }
+    const std::string escaped = EscapeControl(payload);
+    if (escaped.size() == payload.size()) return pattern_.format(msg, dest);  // nothing escaped
     spdlog::details::log_msg copy = msg;
     copy.payload = spdlog::string_view_t(escaped.data(), escaped.size());
     pattern_.format(copy, dest);
@@ -87,10 +70,6 @@ class TextFormatter final : public spdlog::formatter {
   }
 
  private:
-  static bool IsControl(char c) {
-    const auto byte = static_cast<unsigned char>(c);
-    return byte < 0x20 || byte == 0x7f;
-  }
   spdlog::pattern_formatter pattern_{"%Y-%m-%dT%H:%M:%S.%e %^%L%$ [%t] %v"};
 };
 

@@ -27,6 +27,10 @@ std::string ToValidUtf8(std::string_view text);
 // At most `max_chars` bytes of `text` (cut on a character boundary), with "..." when cut: for
 // quoting client or file input in a message without echoing all of it.
 std::string Abbreviate(std::string_view text, size_t max_chars = 40);
+// `text` with its control characters escaped: C0 bytes and DEL as \n, \r, \t or \xNN, and the
+// UTF-8 C1 controls (U+0080..U+009F) as \u0080..\u009f. For text that reaches a log line or a
+// terminal: a raw newline forges a line, an escape sequence takes the terminal over.
+std::string EscapeControl(std::string_view text);
 // A whole decimal integer ("-12", "+7"; no spaces, no other characters) that fits in int64_t,
 // else nullopt. Linear, no locale, no exceptions.
 std::optional<int64_t> ParseInt64(std::string_view text);

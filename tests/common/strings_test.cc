@@ -44,6 +44,16 @@ TEST(StringsTest, AbbreviateCutsOnACharacterBoundary) {
   EXPECT_EQ(Abbreviate("ab\xc3\xa9", 3), "ab...");  // not half of the é
 }
 
+TEST(StringsTest, EscapeControlEscapesC0C1AndDelAndLeavesTextAlone) {
+  EXPECT_EQ(EscapeControl("plain text, é and 🎉"), "plain text, é and 🎉");
+  EXPECT_EQ(EscapeControl("a\nb\rc\td"), "a\\nb\\rc\\td");
+  EXPECT_EQ(EscapeControl("\x1b[2J\x07\x7f"), "\\x1b[2J\\x07\\x7f");
+  EXPECT_EQ(EscapeControl(std::string("nul\0end", 7)), "nul\\x00end");
+  EXPECT_EQ(EscapeControl("\xc2\x9b" "31m"), "\\u009b31m");  // C1 CSI
+  EXPECT_EQ(EscapeControl("\xc2\xa0"), "\xc2\xa0") << "U+00A0 is not a control";
+  EXPECT_EQ(EscapeControl("\xc2"), "\xc2") << "a lone lead byte at the end";
+}
+
 TEST(StringsTest, ParseInt64AcceptsWholeIntegersThatFitAndNothingElse) {
   EXPECT_EQ(ParseInt64("42"), 42);
   EXPECT_EQ(ParseInt64("-7"), -7);

@@ -1,9 +1,13 @@
 // `mmserve ps | load | unload` against a real server on 127.0.0.1, keys from the environment.
 #include <stdlib.h>
 
+#include <string>
+#include <tuple>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "testing/paths.h"
 #include "testing/server_process.h"
 #include "testing/test_util.h"
 
@@ -86,6 +90,33 @@ TEST_F(RemoteCliTest, AWrongKeyOrNoServerIsAClearError) {
   auto [bad, out3] = ServerProcess::Run({"ps", "--url", "https://example.com"});
   EXPECT_EQ(bad, 1);
   EXPECT_THAT(out3, HasSubstr("--url: expected http://HOST:PORT"));
+}
+
+// Hardening round 2, F7: what a server says reaches the operator's terminal through ps, load and
+// unload. Escape sequences, a CR and C1 controls are escaped, long text is cut, and a keep-alive
+// past any sensible range is "?" (it printed -9223372036854775808s).
+TEST(RemoteCliHostileServerTest, F7WhatAServerSaysIsPrintedEscapedAndBounded) {
+  testing::TempDir dir;
+  ServerProcess hostile({testing::SourceDir() + "/tests/integration/clients/hostile_server.py"},
+                        dir.path() / "hostile.log", "/usr/bin/python3");
+  ASSERT_TRUE(hostile.Start()) << hostile.Log();
+  const std::string url = "http://127.0.0.1:" + std::to_string(hostile.port());
+  auto [code, out] = ServerProcess::Run({"ps", "--url", url});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("\\x1b]0;pwned\\x07evil\\r\\x1b[2Kechodone"));
+  EXPECT_THAT(out, HasSubstr("READY\\x1b[2J"));
+  EXPECT_THAT(out, HasSubstr("embed\\u009b31m"));
+  EXPECT_THAT(out, ContainsRegex(" \\?\n"));  // the keep-alive column
+  EXPECT_THAT(out, Not(HasSubstr("-9223372036854775808")));
+  for (const char raw : {'\x1b', '\r', '\x07'}) {
+    EXPECT_EQ(out.find(raw), std::string::npos) << "a raw control byte " << int(raw);
+  }
+  EXPECT_EQ(out.find("\xc2\x9b"), std::string::npos) << "a raw C1 control";
+  std::tie(code, out) = ServerProcess::Run({"load", "m", "--url", url});
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_THAT(out, HasSubstr("load m: \\x1b[2J\\rm: loaded\\nAAAA"));
+  EXPECT_LT(out.size(), 4000u) << "the 200 KB error is cut";
+  EXPECT_EQ(out.find('\r'), std::string::npos);
 }
 
 }  // namespace

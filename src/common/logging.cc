@@ -3,6 +3,7 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <ctime>
@@ -59,8 +60,15 @@ class TextFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
     const std::string_view payload(msg.payload.data(), msg.payload.size());
+    // Most lines (every access line) hold nothing to escape: no copy for them. 0xc2 leads the
+    // C1 controls' encoding; a line with other text in that row is escaped, unchanged.
+    if (std::none_of(payload.begin(), payload.end(), [](char c) {
+          const auto byte = static_cast<unsigned char>(c);
+          return byte < 0x20 || byte == 0x7f || byte == 0xc2;
+        })) {
+      return pattern_.format(msg, dest);
+    }
     const std::string escaped = EscapeControl(payload);
-    if (escaped.size() == payload.size()) return pattern_.format(msg, dest);  // nothing escaped
     spdlog::details::log_msg copy = msg;
     copy.payload = spdlog::string_view_t(escaped.data(), escaped.size());
     pattern_.format(copy, dest);

@@ -78,7 +78,8 @@ run_ctest() {
   rm -f "$log"
 }
 
-# build TREE [TARGET...]: builds, printing only failures (then everything, to show the error).
+# build TREE [TARGET...]: builds, printing only the failing lines; the second, silent run is a
+# no-op after success and stops the script (set -e) after a failure.
 build() {
   local tree=$1
   shift

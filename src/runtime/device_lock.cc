@@ -84,8 +84,8 @@ Result<DeviceLock> DeviceLock::Acquire(const std::filesystem::path& dir, int dev
                                 (errno == ELOOP ? std::string("it is a symbolic link")
                                                 : std::string(std::strerror(errno))));
     }
-    struct stat file {};
-    if (::fstat(fd, &file) != 0 || !S_ISREG(file.st_mode) || file.st_uid != ::geteuid()) {
+    struct stat opened {};
+    if (::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode) || opened.st_uid != ::geteuid()) {
       ::close(fd);
       return FailedPrecondition("device lock " + path.string() +
                                 " is not a regular file of this user's; remove it");
@@ -100,9 +100,10 @@ Result<DeviceLock> DeviceLock::Acquire(const std::filesystem::path& dir, int dev
                                 "keep this server's locks apart with --lock-dir or "
                                 "MMSERVE_LOCK_DIR");
     }
-    struct stat opened {}, named {};
-    if (::fstat(fd, &opened) != 0 || ::stat(path.c_str(), &named) != 0 ||
-        opened.st_ino != named.st_ino || opened.st_dev != named.st_dev) {
+    // The file's identity (from the fstat above) against the path's now that it is locked.
+    struct stat named {};
+    if (::stat(path.c_str(), &named) != 0 || opened.st_ino != named.st_ino ||
+        opened.st_dev != named.st_dev) {
       ::close(fd);
       fd = -1;
     }

@@ -4,24 +4,54 @@ namespace mmserve {
 
 using nlohmann::json;
 
-json ParseJson(std::string_view text, JsonError* error, int max_depth) {
-  bool too_deep = false;
-  // The callback sees every event with its depth; past the limit it discards (so nothing deep
-  // is built) and remembers why. The parser itself keeps its nesting on the heap.
-  const json::parser_callback_t guard = [&](int depth, json::parse_event_t event, json&) {
-    if (depth >= max_depth && (event == json::parse_event_t::object_start ||
-                              event == json::parse_event_t::array_start)) {
-      too_deep = true;
+namespace {
+
+// True when `text` opens more than `max_depth` arrays or objects at once. One pass over the
+// bytes with the parser's own view of strings (a quote opens and closes one, a backslash
+// escapes the next byte), so for every prefix the parser accepts it counts the depth the
+// parser would build; past the first syntax error the answer does not matter.
+bool NestsDeeperThan(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
     }
-    return !too_deep;
-  };
-  json value = json::parse(text.begin(), text.end(), guard, /*allow_exceptions=*/false);
+    switch (c) {
+      case '"': in_string = true; break;
+      case '[':
+      case '{':
+        if (++depth > max_depth) return true;
+        break;
+      case ']':
+      case '}': --depth; break;
+      default: break;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+json ParseJson(std::string_view text, JsonError* error, int max_depth) {
+  // The depth is checked before anything is built, in one linear pass. (nlohmann's callback
+  // parser could check it as it goes, but it scans the parent object again at the end of
+  // every nested object: quadratic in a wide object's members.) The parser itself keeps its
+  // nesting on the heap and is linear.
   JsonError why = JsonError::kNone;
-  if (too_deep) {
+  json value;
+  if (NestsDeeperThan(text, max_depth)) {
     why = JsonError::kTooDeep;
     value = json(json::value_t::discarded);
-  } else if (value.is_discarded()) {
-    why = JsonError::kSyntax;
+  } else {
+    value = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded()) why = JsonError::kSyntax;
   }
   if (error) *error = why;
   return value;

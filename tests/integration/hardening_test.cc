@@ -491,6 +491,34 @@ TEST_F(HardeningTest, D9NamesThatAreNotNamesAreRefused) {
             std::string::npos);
 }
 
+// {"m0":{},"m1":{},...}: the worst body for a depth check that rescans the parent object.
+std::string WideObject(int members) {
+  std::string text = "{";
+  for (int i = 0; i < members; ++i) text += (i ? ",\"m" : "\"m") + std::to_string(i) + "\":{}";
+  return text + "}";
+}
+
+// Round 2, F2: the depth check was quadratic in a wide object's members (100,000: 40 s), and
+// JSON was parsed on the I/O threads, so two such bodies held both and health probes waited.
+// Six bodies of 100,000 members on six routes at once are each answered (a 400 naming what is
+// missing, or 404 for an unknown model) long before the reads' 20 s timeout, and a probe sent meanwhile is answered.
+TEST_F(HardeningTest, F2WideJsonObjectsAreParsedInLinearTimeOffTheIoThreads) {
+  const std::string wide = WideObject(100000);
+  ASSERT_GT(wide.size(), 1000000u);
+  std::vector<std::unique_ptr<RawConnection>> hostile;
+  for (const std::string target : {"/v1/chat/completions", "/v1/embeddings", "/v1/rerank",
+                                   "/rerank", "/tokenize", "/v2/repository/models/x/load"}) {
+    hostile.push_back(std::make_unique<RawConnection>(port()));
+    ASSERT_TRUE(hostile.back()->Send(PostRequest(target, wide))) << target;
+  }
+  HttpClient probe(port());
+  EXPECT_EQ(probe.Get("/v2/health/live").status, 200);
+  for (auto& c : hostile) {
+    const std::string answer = c->ReadAnswer();
+    EXPECT_THAT(answer, HasSubstr("HTTP/1.1 4")) << answer.substr(0, 300);
+  }
+}
+
 // Round 2, F3: a link planted as the lock file (the old default directory was /tmp, writable by
 // every local user) made a root server truncate and write its PID into the link's target.
 TEST(HardeningRound2Test, F3ALinkPlantedAsTheDeviceLockIsNotWrittenThrough) {

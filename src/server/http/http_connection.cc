@@ -38,6 +38,9 @@ constexpr size_t kReadBufferBytes = 16 * 1024;
 // client is still sending before closing, so that it can read the refusal instead of a reset.
 constexpr size_t kMaxDrainBytes = 256u << 20;
 constexpr auto kDrainTimeout = std::chrono::seconds(10);
+// A body up to this size is routed (and its JSON parsed) on the I/O thread that read it: under
+// a millisecond for any JSON. A larger one goes to the body threads (FrontendShared).
+constexpr size_t kInlineBodyBytes = 16 * 1024;
 
 // Liveness and readiness probes are answered whatever the load: an orchestrator that cannot
 // reach them restarts a server that is merely busy.
@@ -195,15 +198,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
         parser_->get().find(http::field::access_control_request_method) != parser_->get().end()) {
       return Preflight();
     }
-    auto self = shared_from_this();
     const uint64_t request = ++requests_;
     // Published with the release: a thread that claims the answer sees this request's state.
     answer_state_.store(kPending, std::memory_order_release);
     request_version_ = parser_->get().version();
     auto [request_id, route] = AccessFields(parser_->get());
+    if (parser_->get().body().size() <= kInlineBodyBytes) {
+      Route(parser_->release(), request, std::move(request_id), std::move(route));
+      if (poisoned_) return;
+    } else {
+      // A large body is parsed on the body threads: however long its JSON takes, the I/O
+      // threads stay free for other connections and for health probes.
+      net::post(shared_.body_pool, [self = shared_from_this(), req = parser_->release(), request,
+                                    request_id = std::move(request_id),
+                                    route = std::move(route)]() mutable {
+        self->Route(std::move(req), request, std::move(request_id), std::move(route));
+      });
+    }
+    // An answer already on its way (an inline execution) has no client to watch for.
+    if (responded_ != request) WatchForHangUp(request);
+  }
+
+  // Hands request number `request` to the router. On the strand, or on a body thread.
+  void Route(HttpRequest req, uint64_t request, std::string request_id, std::string route) {
+    auto self = shared_from_this();
     try {
       shared_.router.Handle(
-          parser_->release(),
+          std::move(req),
           [self](HttpResponse res) {
             if (t_answering == self.get()) return self->WriteHere(std::move(res));
             net::dispatch(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
@@ -212,21 +233,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
           },
           ForRouter(std::move(request_id), std::move(route)));
     } catch (const std::exception& e) {
-      // The last line of defence (the causes are fixed where they arise): answer 500 and close,
-      // and drop any answer the request still produces, so that none arrives out of turn.
+      // The last line of defence (the causes are fixed where they arise).
       spdlog::error("http: unexpected exception handling a request: {}", e.what());
-      int pending = kPending;  // unless a worker writes the answer already
-      if (responded_ != request &&
-          answer_state_.compare_exchange_strong(pending, kOpen, std::memory_order_acquire)) {
-        HttpResponse res = ErrorResponse(
-            Internal(std::string("unexpected error: ") + e.what()), request_version_, false);
-        Write(std::move(res));
-      }
-      poisoned_ = true;
-      return;
+      net::dispatch(stream_.get_executor(), [self, request, what = std::string(e.what())] {
+        self->Poison(request, what);
+      });
     }
-    // An answer already on its way (an inline execution) has no client to watch for.
-    if (responded_ != request) WatchForHangUp(request);
+  }
+
+  // A handler threw: answer 500 and close, and drop any answer the request still produces, so
+  // that none arrives out of turn. Strand only.
+  void Poison(uint64_t request, const std::string& what) {
+    int pending = kPending;  // unless a worker writes the answer already
+    if (responded_ != request &&
+        answer_state_.compare_exchange_strong(pending, kOpen, std::memory_order_acquire)) {
+      Write(ErrorResponse(Internal("unexpected error: " + what), request_version_, false));
+    }
+    poisoned_ = true;
   }
 
   // What the router may know of this connection while the answer is pending.

@@ -32,6 +32,8 @@ using Socket = net::ip::tcp::socket::rebind_executor<Strand>::other;
 // Connections over max_connections are still read (a health probe is answered, anything else
 // 503); beyond this many more, a new connection is closed at once to spare descriptors.
 constexpr int kMaxRefusing = 32;
+// Threads that route requests whose bodies are too large to parse on an I/O thread.
+constexpr int kBodyThreads = 2;
 // File descriptors kept for everything but connections: model files, gRPC, logs.
 constexpr int kReservedDescriptors = 128;
 
@@ -71,6 +73,9 @@ struct FrontendShared {
   std::atomic<int64_t> connections{0};
   std::atomic<int64_t> refused_connections{0};
   std::atomic<int64_t> refused_requests{0};
+  // Requests with large bodies are routed here, off the I/O threads (http_connection.cc).
+  // Last: destroyed (stopped and joined) first, before what its handlers use.
+  net::thread_pool body_pool{kBodyThreads};
 
   // The Access-Control-Allow-Origin value for `origin`, or "" when it is not allowed.
   std::string AllowedOrigin(const std::string& origin) const {

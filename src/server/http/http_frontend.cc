@@ -153,6 +153,8 @@ void HttpFrontend::Stop() {
   impl_->work.reset();
   impl_->ioc.stop();
   impl_->threads.clear();  // joins
+  impl_->shared.body_pool.stop();
+  impl_->shared.body_pool.join();
 }
 
 }  // namespace mmserve

@@ -1,5 +1,6 @@
-// HttpRouter: the KServe v2 REST routes. Handle() runs on an I/O thread and calls `reply` once,
-// at once or later (through `dispatch`, on the connection's strand).
+// HttpRouter: the KServe v2 REST routes. Handle() runs on an I/O thread (a request with a
+// large body on a body thread) and calls `reply` once, at once or later (through `dispatch`,
+// on the connection's strand).
 #pragma once
 
 #include <functional>

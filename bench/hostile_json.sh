@@ -22,7 +22,7 @@ wait_ok "http://127.0.0.1:$PORT/v2/health/ready"
 import socket, sys, threading, time
 port, secs, senders, members, pid = (int(a) for a in sys.argv[1:])
 body = ("{" + ",".join('"m%d":{}' % i for i in range(members)) + "}").encode()
-request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
            b"Content-Length: %d\r\n\r\n" % len(body)) + body
 stop = time.monotonic() + secs
 answered = [0] * senders
@@ -59,7 +59,7 @@ latencies = []
 while time.monotonic() < stop:
     t = time.monotonic()
     p = socket.create_connection(("127.0.0.1", port))
-    p.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    p.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     assert recv_answer(p).startswith(b"HTTP/1.1 200")
     p.close()
     latencies.append((time.monotonic() - t) * 1000)

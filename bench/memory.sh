@@ -49,7 +49,7 @@ idle_rss() {
   pid=$!
   wait_ok "127.0.0.1:$port/v2/health/ready"
   for i in $(seq 1 "$1"); do
-    curl -sf -o /dev/null --data @"$TMP/embed.json" "127.0.0.1:$port/v2/models/e$i/infer"
+    curl -sf -o /dev/null -H 'Content-Type: application/json' --data @"$TMP/embed.json" "127.0.0.1:$port/v2/models/e$i/infer"
   done
   sleep $(( $2 > 0 ? 1 + $2 / 1000 : 1 ))
   rss_kib "$pid"

@@ -14,28 +14,28 @@ cat <<MSG
 Try, from another terminal:
   curl -i 127.0.0.1:$PORT/v2/health/ready
   curl -s -X POST 127.0.0.1:$PORT/v2/models/llm/infer \\
-       -d '{"parameters":{"max_tokens":16},"inputs":[{"name":"PROMPT","datatype":"BYTES","shape":[1],"data":["Once upon a time"]}]}'
+       -H 'Content-Type: application/json' -d '{"parameters":{"max_tokens":16},"inputs":[{"name":"PROMPT","datatype":"BYTES","shape":[1],"data":["Once upon a time"]}]}'
   curl -s 127.0.0.1:$PORT/v2/models/embedder
   curl -s 127.0.0.1:$PORT/v1/chat/completions \\
-       -d '{"model":"llm","messages":[{"role":"user","content":"Hi"}],"max_tokens":16}'
-  curl -s 127.0.0.1:$PORT/v1/embeddings -d '{"model":"embedder","input":["hello world"]}'
+       -H 'Content-Type: application/json' -d '{"model":"llm","messages":[{"role":"user","content":"Hi"}],"max_tokens":16}'
+  curl -s 127.0.0.1:$PORT/v1/embeddings -H 'Content-Type: application/json' -d '{"model":"embedder","input":["hello world"]}'
   curl -s 127.0.0.1:$PORT/v1/rerank \\
-       -d '{"model":"reranker","query":"what do cats eat","documents":["cats eat fish","GPUs are fast"]}'
+       -H 'Content-Type: application/json' -d '{"model":"reranker","query":"what do cats eat","documents":["cats eat fish","GPUs are fast"]}'
   curl -s -X POST 127.0.0.1:$PORT/v2/models/detector/infer \\
        -H 'Content-Type: image/png' --data-binary @models/generated/sample.png
   curl -s -X POST 127.0.0.1:$PORT/v2/models/classifier/infer \\
        -H 'Content-Type: image/png' --data-binary @models/generated/sample.png
   curl -s 127.0.0.1:$PORT/metrics
   curl -s -X POST 127.0.0.1:$PORT/v2/models/embedder/infer \\
-       -d '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[2],"data":["hello world","mmserve"]}]}'
+       -H 'Content-Type: application/json' -d '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[2],"data":["hello world","mmserve"]}]}'
   curl -s -X POST 127.0.0.1:$PORT/v2/models/reranker/infer \\
-       -d '{"inputs":[{"name":"QUERY","datatype":"BYTES","shape":[1],"data":["what do cats eat"]},
+       -H 'Content-Type: application/json' -d '{"inputs":[{"name":"QUERY","datatype":"BYTES","shape":[1],"data":["what do cats eat"]},
                       {"name":"DOCUMENTS","datatype":"BYTES","shape":[2],"data":["cats eat fish","GPUs are fast"]}]}'
   curl -s -X POST 127.0.0.1:$PORT/v2/models/echo/infer \\
-       -d '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]},
+       -H 'Content-Type: application/json' -d '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]},
                       {"name":"TEXT","datatype":"BYTES","shape":[1],"data":["hello"]}]}'
   curl -s -X POST 127.0.0.1:$PORT/v2/models/echo_slow/infer \\
-       -d '{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[3],"data":[1,2,3]}]}'
+       -H 'Content-Type: application/json' -d '{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[3],"data":[1,2,3]}]}'
 
 MSG
 exec "$ROOT/build/src/app/mmserve" serve "$CONFIG" --port "$PORT" --grpc-port "$GRPC_PORT"

@@ -61,6 +61,18 @@ CLI::App* AddServeCommand(CLI::App& app, mmserve::ServeOptions& serve) {
                         "KServe v2 gRPC port (default: global.grpc_port, none; 0 = any free; "
                         "-1 = none)")
       ->check(CLI::Range(-1, 65535));
+  serve_cmd
+      ->add_option("--allowed-host", serve.allowed_hosts,
+                   "a Host name to serve besides IP addresses, localhost and this machine's "
+                   "name (repeatable or comma-separated; \".suffix\" or \"*\"): added to "
+                   "global.allowed_hosts")
+      ->delimiter(',')
+      ->check([](const std::string& host) -> std::string {
+        if (host.empty() || host.find_first_of(":/ \t[]@") != std::string::npos) {
+          return "'" + host + "' is not a host name (no scheme, port or path)";
+        }
+        return {};
+      });
   serve_cmd->add_option("--lock-dir", serve.lock_dir, "device lock directory");
 
   return serve_cmd;

@@ -1,5 +1,6 @@
 #include "app/server_builder.h"
 
+#include <algorithm>
 #include <signal.h>
 
 #include <iostream>
@@ -111,7 +112,7 @@ int WaitForTerminationSignal(InferenceService& service) {
   }
 }
 
-// The command line's --host, --port and --grpc-port, and the keys from the environment (which
+// The command line's --host, --port, --grpc-port and --allowed-host, and the keys from the environment (which
 // keep secrets out of the YAML file), over the file's settings.
 void ApplyOverrides(const ServeOptions& options, GlobalConfig& global) {
   if (options.host) global.host = *options.host;
@@ -119,6 +120,12 @@ void ApplyOverrides(const ServeOptions& options, GlobalConfig& global) {
   if (options.grpc_port) {
     global.grpc_port =
         *options.grpc_port < 0 ? std::nullopt : std::optional<int>(*options.grpc_port);
+  }
+  for (const auto& host : options.allowed_hosts) {
+    if (std::find(global.allowed_hosts.begin(), global.allowed_hosts.end(), host) ==
+        global.allowed_hosts.end()) {
+      global.allowed_hosts.push_back(host);
+    }
   }
   if (const char* key = std::getenv("MMSERVE_API_KEY"); key && *key) global.api_key = key;
   if (const char* key = std::getenv("MMSERVE_ADMIN_KEY"); key && *key) global.admin_key = key;
@@ -199,7 +206,8 @@ Result<Frontends> StartFrontends(const GlobalConfig& global, InferenceService& s
        .admin_key = global.admin_key,
        .max_connections = global.max_connections,
        .max_in_flight = global.max_in_flight,
-       .cors_origins = global.cors_origins},
+       .cors_origins = global.cors_origins,
+       .allowed_hosts = global.allowed_hosts},
       service);
   if (!http.ok()) return http.status();
   f.http = std::move(*http);

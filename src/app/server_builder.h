@@ -57,6 +57,7 @@ struct ServeOptions {
   std::optional<std::string> host;  // overrides global.host
   std::optional<int> port;          // overrides global.port
   std::optional<int> grpc_port;     // overrides global.grpc_port (-1: no gRPC)
+  std::vector<std::string> allowed_hosts;  // --allowed-host: added to global.allowed_hosts
   std::filesystem::path lock_dir;
   bool log_level_from_config = true;  // false when --log-level was given
 };

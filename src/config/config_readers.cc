@@ -170,19 +170,18 @@ GlobalConfig ReadGlobal(const Params& p, const fs::path& base_dir, ConfigErrors&
   g.admin_key = r.String("admin_key", g.admin_key);
   g.max_connections = static_cast<int>(r.Int("max_connections", g.max_connections, 1, 1 << 20));
   g.max_in_flight = r.Int("max_in_flight", g.max_in_flight, 0, int64_t{1} << 30);
-  if (const json* origins = r.Raw("cors_origins")) {
-    if (!origins->is_array()) {
-      r.Error("cors_origins", "a list of origins such as \"https://app.example.com\" or \"*\"",
-              DescribeFound(*origins));
-    } else {
-      for (size_t i = 0; i < origins->size(); ++i) {
-        const json& o = (*origins)[i];
-        if (!o.is_string() || o.get<std::string>().empty()) {
-          r.Error("cors_origins[" + std::to_string(i) + "]", "an origin", DescribeFound(o));
-        } else {
-          g.cors_origins.push_back(o.get<std::string>());
-        }
-      }
+  g.cors_origins = r.StringList("cors_origins",
+                                "a list of origins such as \"https://app.example.com\" or \"*\"",
+                                "an origin");
+  g.allowed_hosts = r.StringList("allowed_hosts",
+                                 "a list of host names such as \"mmserve.internal\", "
+                                 "\".example.com\" or \"*\"",
+                                 "a host name");
+  for (size_t i = 0; i < g.allowed_hosts.size(); ++i) {
+    const std::string& h = g.allowed_hosts[i];
+    if (h.find_first_of(":/ \t[]@") != std::string::npos) {
+      r.Error("allowed_hosts[" + std::to_string(i) + "]",
+              "a host name without scheme, port or path", "'" + h + "'");
     }
   }
   r.Finish();

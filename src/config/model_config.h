@@ -160,6 +160,9 @@ struct GlobalConfig {
   int max_connections = 1024;  // beyond: 503 with Retry-After
   int64_t max_in_flight = 0;   // requests being handled at once; beyond: 503; 0 = no limit
   std::vector<std::string> cors_origins;  // allowed browser origins ("*": any); empty = no CORS
+  // Host header values served besides IP addresses, localhost and the machine's name: a name,
+  // ".suffix" (the domain and every name under it) or "*" (any: no DNS-rebinding check).
+  std::vector<std::string> allowed_hosts;
   // How long after a model's last answer the models of less important priority on its device
   // still give way to it (scheduler/priority_gate.h).
   std::chrono::milliseconds priority_linger{5};

@@ -146,6 +146,27 @@ std::vector<double> ParamReader::DoubleList(const std::string& key, double min, 
   return out;
 }
 
+std::vector<std::string> ParamReader::StringList(const std::string& key,
+                                                const std::string& expected,
+                                                const std::string& item) {
+  const auto* v = Find(key);
+  std::vector<std::string> out;
+  if (!v) return out;
+  if (!v->is_array()) {
+    Error(key, expected, DescribeFound(*v));
+    return out;
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const auto& e = (*v)[i];
+    if (!e.is_string() || e.get_ref<const std::string&>().empty()) {
+      Error(key + "[" + std::to_string(i) + "]", item, DescribeFound(e));
+      continue;
+    }
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
 std::vector<Params> ParamReader::MapList(const std::string& key) {
   const auto* v = Find(key);
   std::vector<Params> out;

@@ -61,6 +61,9 @@ class ParamReader {
                      const std::vector<std::string>& allowed = {});
   std::vector<int64_t> IntList(const std::string& key, int64_t min, int64_t max);
   std::vector<double> DoubleList(const std::string& key, double min, double max);
+  // A list of non-empty strings: `expected` describes the list, `item` one element.
+  std::vector<std::string> StringList(const std::string& key, const std::string& expected,
+                                      const std::string& item);
   // A list of maps; each element is returned as its own Params (read it with a ParamReader).
   std::vector<Params> MapList(const std::string& key);
   // A nested map; nullopt (with an error if present but not a map) otherwise.

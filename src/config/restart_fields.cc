@@ -12,11 +12,11 @@ auto Fields(const GlobalConfig& g) {
   const auto& [device, memory_pool_mb, preflight, thread_num, host, port,
                max_request_mb, keep_alive, isolation, drain_timeout, log_level, jobs, model_roots, watch,
                grpc_port, api_key, admin_key, max_connections, max_in_flight, cors_origins,
-               priority_linger] = g;
+               allowed_hosts, priority_linger] = g;
   return std::tie(device, memory_pool_mb, preflight, thread_num, host, port,
                   max_request_mb, keep_alive, isolation, drain_timeout, log_level, jobs, model_roots, watch,
                   grpc_port, api_key, admin_key, max_connections, max_in_flight, cors_origins,
-                  priority_linger);
+                  allowed_hosts, priority_linger);
 }
 
 // A setting and when its change takes effect.
@@ -39,7 +39,7 @@ constexpr Field kFields[] = {
     {"grpc_port", Takes::kRestart},      {"api_key", Takes::kRestart},
     {"admin_key", Takes::kRestart},      {"max_connections", Takes::kRestart},
     {"max_in_flight", Takes::kRestart},  {"cors_origins", Takes::kRestart},
-    {"priority_linger", Takes::kRestart},
+    {"allowed_hosts", Takes::kRestart},  {"priority_linger", Takes::kRestart},
 };
 static_assert(std::size(kFields) == std::tuple_size_v<decltype(Fields(GlobalConfig{}))>,
               "classify every GlobalConfig field in kFields");

@@ -41,13 +41,14 @@ TEST(DemoTest, RunCommandServesTheDemoAndIsReady) {
   EXPECT_EQ(demo.port(), port);
   const std::string base = "127.0.0.1:" + std::to_string(port);
   EXPECT_EQ(Curl("-o /dev/null -w '%{http_code}' " + base + "/v2/health/ready"), "200");
-  EXPECT_THAT(Curl("-X POST " + base + "/v2/models/echo/infer -d '{\"inputs\":[{\"name\":"
+  const std::string json = " -H 'Content-Type: application/json' -d ";
+  EXPECT_THAT(Curl("-X POST " + base + "/v2/models/echo/infer" + json + "'{\"inputs\":[{\"name\":"
                    "\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,4],\"data\":[1,2,3,4]}]}'"),
               HasSubstr("\"data\":[1.0,2.0,3.0,4.0]"));
-  EXPECT_THAT(Curl("-X POST " + base + "/v2/models/embedder/infer -d '{\"inputs\":[{\"name\":"
+  EXPECT_THAT(Curl("-X POST " + base + "/v2/models/embedder/infer" + json + "'{\"inputs\":[{\"name\":"
                    "\"TEXT\",\"datatype\":\"BYTES\",\"shape\":[1],\"data\":[\"hi\"]}]}'"),
               HasSubstr("\"name\":\"EMBEDDING\",\"datatype\":\"FP32\",\"shape\":[1,64]"));
-  EXPECT_THAT(Curl(base + "/v1/chat/completions -d '{\"model\":\"llm\",\"messages\":[{\"role\":"
+  EXPECT_THAT(Curl(base + "/v1/chat/completions" + json + "'{\"model\":\"llm\",\"messages\":[{\"role\":"
                    "\"user\",\"content\":\"Hi\"}],\"max_tokens\":4}'"),
               HasSubstr("\"object\":\"chat.completion\""));
   const std::string sample = testing::SourceDir() + "/models/generated/sample.png";

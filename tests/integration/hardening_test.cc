@@ -107,7 +107,7 @@ class RawConnection {
 
 std::string PostRequest(const std::string& target, const std::string& body,
                         const std::string& extra_headers = "", const std::string& version = "1.1") {
-  return "POST " + target + " HTTP/" + version + "\r\nHost: x\r\nContent-Type: application/json\r\n" +
+  return "POST " + target + " HTTP/" + version + "\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
          extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
@@ -322,7 +322,7 @@ TEST_F(HardeningTest, D3HealthProbesAnswerPastTheConnectionLimitAndSlowHeadersAr
   std::vector<std::unique_ptr<RawConnection>> slow;
   for (int i = 0; i < 50; ++i) {
     slow.push_back(std::make_unique<RawConnection>(port(), /*timeout_s=*/90));
-    ASSERT_TRUE(slow.back()->Send("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n"));
+    ASSERT_TRUE(slow.back()->Send("GET /v2/health/live HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   HttpClient probe(port());
@@ -330,7 +330,7 @@ TEST_F(HardeningTest, D3HealthProbesAnswerPastTheConnectionLimitAndSlowHeadersAr
   EXPECT_EQ(probe.Get("/v2/health/ready").status, 200);
   // Anything else past the limit is refused with Retry-After.
   RawConnection extra(port());
-  ASSERT_TRUE(extra.Send("GET /v2 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(extra.Send("GET /v2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
   EXPECT_THAT(extra.ReadUntil("\r\n\r\n"), HasSubstr("503"));
   // The trickling connections are closed by the header deadline (10 s + a 5 s tick), long
   // before the 60 s idle timeout (the margin is for a loaded machine).
@@ -391,7 +391,7 @@ TEST_F(HardeningTest, D10AnAnswerLargerThanTheSocketTakesAtOnceArrivesWhole) {
            {"outputs", {{{"name", "Y"}, {"parameters", {{"binary_data", true}}}}}}}
           .dump();
   const std::string request =
-      "POST /v2/models/slowecho/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: " +
+      "POST /v2/models/slowecho/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nInference-Header-Content-Length: " +
       std::to_string(header.size()) +
       "\r\nContent-Length: " + std::to_string(header.size() + data.size()) + "\r\n\r\n" +
       header + data;
@@ -447,7 +447,7 @@ TEST_F(HardeningTest, D7Expect100ContinueIsHonoured) {
   EXPECT_THAT(c.ReadUntil("\"data\""), HasSubstr("HTTP/1.1 200 OK"));
   // A body over the limit is refused before it is sent.
   RawConnection big(port());
-  ASSERT_TRUE(big.Send("POST /v2/models/echo/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+  ASSERT_TRUE(big.Send("POST /v2/models/echo/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n"
                        "Content-Length: 999999999999\r\n\r\n"));
   EXPECT_THAT(big.ReadUntil("\r\n\r\n"), HasSubstr("413"));
 }

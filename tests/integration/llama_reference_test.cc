@@ -197,7 +197,7 @@ TEST_F(LlamaReferenceTest, AClientThatHangsUpCancelsItsGenerationAndFreesTheSlot
                                        {"data", {"Once upon a time"}}}}},
                           {"parameters", {{"max_tokens", 8000}}}};
   const std::string text = long_body.dump();
-  const std::string request = "POST /v2/models/llm1/infer HTTP/1.1\r\nHost: x\r\n"
+  const std::string request = "POST /v2/models/llm1/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                               "Content-Type: application/json\r\nContent-Length: " +
                               std::to_string(text.size()) + "\r\n\r\n" + text;
   {

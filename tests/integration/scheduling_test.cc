@@ -324,7 +324,7 @@ TEST_F(SchedulingTest, AQueuedRequestWhoseClientLeftIsNotExecuted) {
   {
     // Send a request and hang up without waiting for the answer.
     const std::string body = Body("never");
-    const std::string request = "POST /v2/models/queued/infer HTTP/1.1\r\nHost: x\r\n"
+    const std::string request = "POST /v2/models/queued/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                 "Content-Type: application/json\r\nContent-Length: " +
                                 std::to_string(body.size()) + "\r\n\r\n" + body;
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -63,7 +63,7 @@ int Connect(int port) {
 }
 
 bool PostAndLeave(int port, const std::string& target, const std::string& body) {
-  const std::string request = "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+  const std::string request = "POST " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
                               std::to_string(body.size()) + "\r\n\r\n" + body;
   const int fd = Connect(port);
   if (fd < 0) return false;

@@ -194,9 +194,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
       res.keep_alive(parser_->get().keep_alive());
       return Write(std::move(res));
     }
+    if (!probe) {
+      if (auto refusal = shared_.policy.Refusal(parser_->get())) {
+        return Write(std::move(*refusal));
+      }
+    }
     if (parser_->get().method() == http::verb::options &&
         parser_->get().find(http::field::access_control_request_method) != parser_->get().end()) {
-      return Preflight();
+      return Write(shared_.policy.Preflight(parser_->get()));
     }
     const uint64_t request = ++requests_;
     // Published with the release: a thread that claims the answer sees this request's state.
@@ -283,36 +288,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                        target.substr(0, std::min(target.find('?'), size_t{256}))};
   }
 
-  // A CORS preflight: 204 with what an allowed origin may send, else 403.
-  void Preflight() {
-    const auto& req = parser_->get();
-    const std::string allowed = shared_.AllowedOrigin(origin_);
-    if (allowed.empty()) {
-      HttpResponse res = ErrorResponse(
-          PermissionDenied("origin '" + origin_ + "' is not allowed (global.cors_origins)"),
-          req.version(), req.keep_alive());
-      return Write(std::move(res));
-    }
-    HttpResponse res(http::status::no_content, req.version());
-    res.keep_alive(req.keep_alive());
-    res.set(http::field::access_control_allow_methods, "GET, POST, DELETE, OPTIONS");
-    if (auto it = req.find(http::field::access_control_request_headers); it != req.end()) {
-      res.set(http::field::access_control_allow_headers, it->value());
-    }
-    res.set(http::field::access_control_max_age, "600");
-    res.prepare_payload();
-    Write(std::move(res));
-  }
-
-  void AddCorsHeaders(http::fields& fields) const {
-    const std::string allowed = shared_.AllowedOrigin(origin_);
-    if (allowed.empty()) return;
-    fields.set(http::field::access_control_allow_origin, allowed);
-    if (allowed != "*") fields.set(http::field::vary, "Origin");
-    fields.set(http::field::access_control_expose_headers,
-               "Inference-Header-Content-Length, Retry-After, Location");
-  }
-
   // While request `request` is pending, notices the client closing the connection and marks it
   // broken, so that its work can be cancelled. A pipelined next request makes the socket
   // readable too; that is not a hang-up. Nor is a half-close (shutdown(SHUT_WR) after the
@@ -388,7 +363,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     stream_keep_alive_ = headers.keep_alive();
     header_.emplace(headers.result(), headers.version());
     for (const auto& field : headers) header_->set(field.name_string(), field.value());
-    AddCorsHeaders(header_->base());
+    shared_.policy.AddCorsHeaders(origin_, header_->base());
     // HTTP/1.0 has no chunked encoding: the body is the events as they come, ended by closing.
     stream_chunked_ = header_->version() >= 11;
     if (!stream_chunked_) stream_keep_alive_ = false;
@@ -475,7 +450,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void PrepareAnswer(HttpResponse res) {
     --shared_.handling;
     if (shared_.draining || refuse_) res.keep_alive(false);
-    AddCorsHeaders(res.base());
+    shared_.policy.AddCorsHeaders(origin_, res.base());
     answer_ = std::move(res);
     WriteResponseHeader(answer_, answer_header_);
   }

@@ -17,6 +17,7 @@
 #include <boost/beast/http.hpp>
 
 #include "server/http/http_router.h"
+#include "server/http/request_policy.h"
 
 namespace mmserve {
 
@@ -64,7 +65,7 @@ struct FrontendShared {
   size_t max_body_bytes;
   int max_connections;
   int64_t max_in_flight;
-  std::vector<std::string> cors_origins;
+  RequestPolicy policy;  // Host, Origin, Content-Type (request_policy.h)
   InProgress in_progress;  // read → response written (graceful shutdown waits for it)
   // Read → response ready to write: what max_in_flight bounds. It drops before the write
   // completes, so a client that has its answer never finds its own request still counted.
@@ -76,15 +77,6 @@ struct FrontendShared {
   // Requests with large bodies are routed here, off the I/O threads (http_connection.cc).
   // Last: destroyed (stopped and joined) first, before what its handlers use.
   net::thread_pool body_pool{kBodyThreads};
-
-  // The Access-Control-Allow-Origin value for `origin`, or "" when it is not allowed.
-  std::string AllowedOrigin(const std::string& origin) const {
-    if (origin.empty()) return {};
-    for (const auto& o : cors_origins) {
-      if (o == "*" || o == origin) return o == "*" ? "*" : origin;
-    }
-    return {};
-  }
 };
 
 // Starts serving `socket`; the connection keeps itself alive until it closes. `refuse`: the

@@ -21,7 +21,7 @@ struct HttpFrontend::Impl {
         shared{HttpRouter(service, {.access = Access(options.api_key, options.admin_key),
                                     .server_metrics = [this] { return Metrics(); }}),
                options.max_body_bytes, options.max_connections, options.max_in_flight,
-               options.cors_origins} {}
+               RequestPolicy(options.allowed_hosts, options.cors_origins)} {}
 
   ServerMetrics Metrics() {
     return {.open_connections = shared.connections.load(),

@@ -32,6 +32,9 @@ class HttpFrontend {
     int max_connections = 1024;  // beyond: the request is answered 503 and the connection closed
     int64_t max_in_flight = 0;   // requests handled at once; beyond: 503; 0 = no limit
     std::vector<std::string> cors_origins;  // allowed origins ("*": any); empty = no CORS
+    // Host names served besides IP addresses, localhost and this machine's name ("name",
+    // ".suffix", "*"): server/http/request_policy.h.
+    std::vector<std::string> allowed_hosts;
   };
 
   // Binds and starts serving. `service` is not owned and must outlive the frontend.

@@ -41,6 +41,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function call(base, method, route, key, body) {
   const headers = key ? { Authorization: 'Bearer ' + key } : {};
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
   const res = await fetch(base + route, { method, headers, body });
   return { status: res.status, text: await res.text() };
 }

@@ -307,14 +307,7 @@ TEST_F(VisionTest, BadImagesAre400NamingTheInputAndTheServerCarriesOn) {
 // Hardening round 2, F5: without pre-processing, the rows a client declares were allocated
 // (64 bytes each) before anything checked them against the model.
 TEST_F(VisionTest, F5RowsDeclaredPastMaxBatchAreRefusedBeforeAnythingIsAllocated) {
-  auto peak_kib = [&] {
-    std::istringstream status(testing::ReadFile("/proc/" + std::to_string(server_->pid()) +
-                                                "/status"));
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-    }
-    return 0L;
-  };
+  auto peak_kib = [&] { return testing::ProcessMemoryKib(server_->pid(), "VmHWM"); };
   const long before = peak_kib();
   const json hostile = {{"inputs", {{{"name", "images"}, {"datatype", "FP32"},
                                      {"shape", {15000000, 0}}, {"data", json::array()}}}}};

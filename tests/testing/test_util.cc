@@ -75,4 +75,13 @@ bool PostAndLeave(int port, const std::string& target, const std::string& body) 
   return started;
 }
 
+long ProcessMemoryKib(int pid, const std::string& field) {
+  std::istringstream status(ReadFile("/proc/" + std::to_string(pid) + "/status"));
+  const std::string key = field + ":";
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(key, 0) == 0) return std::stol(line.substr(key.size()));
+  }
+  return 0;
+}
+
 }  // namespace mmserve::testing

@@ -35,6 +35,8 @@ class TempDir {
 };
 
 std::string ReadFile(const std::filesystem::path& path);
+// A memory field of /proc/PID/status ("VmRSS", "VmHWM"), in KiB; 0 when it cannot be read.
+long ProcessMemoryKib(int pid, const std::string& field);
 
 // Runs `command` with /bin/sh; returns its exit code and what it wrote to stdout.
 std::pair<int, std::string> RunShell(const std::string& command);

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <deque>
 #include <string_view>
+#include <utility>
 
 #include "backend/infer_request.h"
 #include "common/logging.h"
@@ -194,11 +195,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       res.keep_alive(parser_->get().keep_alive());
       return Write(std::move(res));
     }
-    if (!probe) {
-      if (auto refusal = shared_.policy.Refusal(parser_->get())) {
-        return Write(std::move(*refusal));
-      }
-    }
+    auto refusal = probe ? std::nullopt : shared_.policy.Refusal(parser_->get());
+    if (refusal) return Write(std::move(*refusal));
     if (parser_->get().method() == http::verb::options &&
         parser_->get().find(http::field::access_control_request_method) != parser_->get().end()) {
       return Write(shared_.policy.Preflight(parser_->get()));
@@ -208,7 +206,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     answer_state_.store(kPending, std::memory_order_release);
     request_version_ = parser_->get().version();
     auto [request_id, route] = AccessFields(parser_->get());
-    if (parser_->get().body().size() <= kInlineBodyBytes) {
+    request_bytes_ = parser_->get().body().size();
+    if (request_bytes_ <= kInlineBodyBytes) {
       Route(parser_->release(), request, std::move(request_id), std::move(route));
       if (poisoned_) return;
     } else {
@@ -461,8 +460,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void Written(beast::error_code ec) {
     shared_.in_progress.End();
+    // The answer's memory goes now, not when the next answer replaces it.
+    const bool keep_alive = answer_.keep_alive();
+    shared_.ReturnFreedMemory(request_bytes_ + std::exchange(answer_, {}).body().size());
     if (ec) return Close();
-    if (!answer_.keep_alive() || poisoned_) return Drain();
+    if (!keep_alive || poisoned_) return Drain();
     Read();
   }
 
@@ -583,6 +585,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const bool refuse_;
   std::string origin_;      // the current request's Origin header (strand only)
   uint64_t requests_ = 0;   // requests read on this connection (strand only)
+  size_t request_bytes_ = 0;  // the current request's body size (strand only)
   unsigned request_version_ = 11;  // the current request's HTTP version (strand only)
   uint64_t responded_ = 0;  // the last one whose answer started (strand only)
 };

@@ -74,9 +74,16 @@ struct FrontendShared {
   std::atomic<int64_t> connections{0};
   std::atomic<int64_t> refused_connections{0};
   std::atomic<int64_t> refused_requests{0};
+  std::atomic<int64_t> last_trim_ns{INT64_MIN / 2};  // steady clock: the last malloc_trim
   // Requests with large bodies are routed here, off the I/O threads (http_connection.cc).
   // Last: destroyed (stopped and joined) first, before what its handlers use.
   net::thread_pool body_pool{kBodyThreads};
+
+  // After an exchange (request and answer) of `bytes`: a large one (1 MiB or more) hands the
+  // allocator's free memory back to the system (malloc_trim, on a body thread, at most once a
+  // second). glibc keeps a thread arena's free memory while any block above it is in use, and a
+  // few large exchanges kept tens of MiB each (a 4 MiB /tokenize: 50 MiB).
+  void ReturnFreedMemory(size_t bytes);
 };
 
 // Starts serving `socket`; the connection keeps itself alive until it closes. `refuse`: the

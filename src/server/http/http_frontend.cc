@@ -1,5 +1,6 @@
 #include "server/http/http_frontend.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -12,6 +13,21 @@ namespace mmserve {
 
 namespace http = beast::http;
 using tcp = net::ip::tcp;
+
+void FrontendShared::ReturnFreedMemory(size_t bytes) {
+  constexpr size_t kLargeExchangeBytes = 1u << 20;
+  constexpr int64_t kMinIntervalNs = 1'000'000'000;
+  if (bytes < kLargeExchangeBytes) return;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t last = last_trim_ns.load(std::memory_order_relaxed);
+  if (now - last < kMinIntervalNs ||
+      !last_trim_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    return;
+  }
+  net::post(body_pool, [] { malloc_trim(0); });
+}
 
 struct HttpFrontend::Impl {
   Impl(const Options& options, InferenceService& service)

@@ -3,11 +3,14 @@
 //                → {"tokens": [ids]}, or [{"id", "piece"}] with with_pieces
 //   /detokenize  {"tokens": [ids], "model": "..."} → {"content": "..."}
 // `model` is mmserve's addition (llama-server serves one model): optional when one llama
-// model is served. No queue: the tokenizer runs on the I/O thread in microseconds, on the
-// routed version's loaded session.
+// model is served. No queue: the tokenizer runs on the routed version's loaded session, on the
+// I/O thread for a short text (microseconds) and on a body thread for a long one (a body over
+// 16 KiB, http_connection.cc). The text is bounded (kMaxTokenizeBytes), and so the answer,
+// which is written straight into its string without a JSON document.
 #include <set>
 
 #include "common/json.h"
+#include "server/http/json_writer.h"
 #include "server/http/openai_common.h"
 
 namespace mmserve::openai {
@@ -16,6 +19,28 @@ namespace {
 namespace http = boost::beast::http;
 
 constexpr size_t kMaxDetokenize = 1 << 20;  // token ids in one /detokenize
+// Bytes of text in one /tokenize: at most as many tokens, an answer of at most ~40 MB with
+// pieces. Longer than any model's context (llama-server's largest are 1M tokens, ~4 MB).
+constexpr size_t kMaxTokenizeBytes = 4u << 20;
+
+// {"tokens":[1,2]} or {"tokens":[{"id":1,"piece":"a"}]}.
+std::string TokensAnswer(const std::vector<Session::Token>& tokens, bool with_pieces) {
+  std::string out;
+  out.reserve(16 + tokens.size() * (with_pieces ? 24 : 7));
+  out += "{\"tokens\":[";
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i) out += ',';
+    if (with_pieces) out += "{\"id\":";
+    AppendInteger(out, tokens[i].id);
+    if (!with_pieces) continue;
+    out += ",\"piece\":";
+    AppendString(out, tokens[i].piece);
+    out += '}';
+  }
+  out += ']';
+  out += '}';
+  return out;
+}
 
 // The model `body.model` names, else the one llama model served.
 Result<std::string> TokenizerModel(const InferenceService& service, const json& body) {
@@ -51,26 +76,24 @@ void HandleTokenize(const Call& call) {
     return call.Fail(FieldError(
         "content", "expected a string, " + (content ? Found(*content) : "found nothing")));
   }
+  const auto& text = content->get_ref<const std::string&>();
+  if (text.size() > kMaxTokenizeBytes) {
+    return call.Fail(FieldError("content", "is " + std::to_string(text.size()) +
+                                               " bytes; /tokenize takes at most " +
+                                               std::to_string(kMaxTokenizeBytes)));
+  }
   std::optional<bool> add_special, with_pieces;
   if (Status s = ReadBool(call.body, "add_special", add_special); !s.ok()) return call.Fail(s);
   if (Status s = ReadBool(call.body, "with_pieces", with_pieces); !s.ok()) return call.Fail(s);
-  json tokens = json::array();
+  std::string answer;
   Status s = call.service.WithSession({.name = *name}, [&](const Session& session) -> Status {
-    MMS_ASSIGN_OR_RETURN(auto out, session.Tokenize(content->get<std::string>(),
-                                                    add_special.value_or(false),
-                                                    with_pieces.value_or(false)));
-    for (const auto& t : out) {
-      if (with_pieces.value_or(false)) {
-        tokens.push_back({{"id", t.id}, {"piece", t.piece}});
-      } else {
-        tokens.push_back(t.id);
-      }
-    }
+    MMS_ASSIGN_OR_RETURN(auto tokens, session.Tokenize(text, add_special.value_or(false),
+                                                       with_pieces.value_or(false)));
+    answer = TokensAnswer(tokens, with_pieces.value_or(false));
     return Status::Ok();
   });
   if (!s.ok()) return call.Fail(InModel(s, *name));
-  call.reply(JsonResponse(http::status::ok, DumpJson({{"tokens", tokens}}), call.version,
-                          call.keep_alive));
+  call.reply(JsonResponse(http::status::ok, std::move(answer), call.version, call.keep_alive));
 }
 
 void HandleDetokenize(const Call& call) {

@@ -228,8 +228,12 @@ void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
         active.emplace(p.get(), std::move(p));
         ++executing_;
       }
+      // A step takes milliseconds: the watchdog reports how long the oldest sequence has run.
       running = Running{.active = true, .start = now, .deadline = Clock::time_point::min()};
-      for (const auto& [raw, p] : active) running.deadline = std::max(running.deadline, p->deadline);
+      for (const auto& [raw, p] : active) {
+        running.deadline = std::max(running.deadline, p->deadline);
+        running.start = std::min(running.start, p->ledger.started);
+      }
       running.batch = static_cast<int>(active.size());
       running.instance = instance;
       sequences = running.batch;

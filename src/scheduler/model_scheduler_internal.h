@@ -42,7 +42,7 @@ struct ModelScheduler::Answer {
 struct ModelScheduler::Running {
   bool active = false;
   bool reported = false;
-  Clock::time_point start;
+  Clock::time_point start;             // the execution's (continuous: its oldest sequence's)
   Clock::time_point deadline;          // the latest deadline of the requests it serves
   std::vector<Pending*> pendings;      // batch style; continuous: see active_
   const Execution* execution = nullptr;  // batch style: its stage

@@ -1,6 +1,7 @@
 // Fuzzes the image pre-processing (backend/vision/image_preprocess.h) the way a request's IMAGE
-// element reaches it: the header check, OpenCV's decoders for the four served formats, then
-// letterbox, colour, normalization and layout into a network row.
+// element reaches it: the header check, the strict JPEG decode (jpeg_decode.h) and OpenCV's
+// decoders for the other three formats, then letterbox, colour, normalization and layout into a
+// network row.
 #include <cstddef>
 #include <cstdint>
 #include <string>

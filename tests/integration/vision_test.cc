@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -276,6 +277,7 @@ TEST_F(VisionTest, BadImagesAre400NamingTheInputAndTheServerCarriesOn) {
   const std::pair<std::string, std::string> cases[] = {
       {"undecodable bytes", "this is not an image"},
       {"truncated JPEG", jpeg.substr(0, jpeg.size() / 2)},
+      {"truncated JPEG with an end marker appended", jpeg.substr(0, jpeg.size() / 2) + "\xFF\xD9"},
       {"100 MP image", png},
       {"zero-size image", zero}};
   for (const auto& [what, bytes] : cases) {
@@ -323,6 +325,55 @@ TEST_F(VisionTest, F5RowsDeclaredPastMaxBatchAreRefusedBeforeAnythingIsAllocated
   res = client_->Post("/v2/models/scores/infer", one.dump());
   EXPECT_EQ(res.status, 200) << res.body;
   EXPECT_THAT(res.body, HasSubstr("\"CLASSES\""));
+}
+
+// Hardening round 2, F10: a JPEG cut short with an end-of-image marker appended was decoded with
+// grey for what it lacked, and pre-processing went on after its request's 504 (eight 40 MP
+// progressive JPEGs held the only worker for 6 s).
+TEST_F(VisionTest, F10TruncatedJpegsAre400AndPreprocessingStopsAtTheDeadline) {
+  const std::string jpeg = testing::ReadFile(Photo("fruits.jpg"));
+  auto cut = InferBinary("classifier", jpeg.substr(0, jpeg.size() / 2) + "\xFF\xD9");
+  EXPECT_EQ(cut.status, 400) << cut.body;
+  EXPECT_THAT(cut.body, HasSubstr("JPEG image that is truncated or corrupt"));
+
+  // Eight 36 MP progressive JPEGs (smooth, so small) with a 500 ms deadline: seconds of decoding.
+  const std::string big = (dir_.path() / "big.jpg").string();
+  const auto [rc, out] = testing::RunShell(
+      "/usr/bin/python3 -c 'import cv2, numpy as np\n"
+      "x = np.linspace(0, 255, 6000).astype(np.uint8)\n"
+      "img = np.dstack([np.tile(x, (6000, 1)), np.tile(x[:, None], (1, 6000)),"
+      " np.full((6000, 6000), 128, np.uint8)])\n"
+      "cv2.imwrite(\"" + big + "\", img, [cv2.IMWRITE_JPEG_PROGRESSIVE, 1])' 2>&1");
+  ASSERT_EQ(rc, 0) << out;
+  const std::string image = testing::ReadFile(big);
+  const std::string header =
+      json{{"parameters", {{"timeout", 500000}}},
+           {"inputs", {{{"name", "IMAGE"}, {"datatype", "BYTES"}, {"shape", {8}},
+                        {"parameters", {{"binary_data_size", 8 * (image.size() + 4)}}}}}}}
+          .dump();
+  std::string body = header;
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t n = static_cast<uint32_t>(image.size());
+    body.append(reinterpret_cast<const char*>(&n), 4).append(image);
+  }
+  const auto stats = [&] {
+    return json::parse(client_->Get("/v2/models/classifier/stats").body)["model_stats"][0]
+        ["mmserve"];
+  };
+  const int64_t images_before = stats()["counters"]["images"];
+  auto res = client_->Post("/v2/models/classifier/infer", body,
+                           {{"Inference-Header-Content-Length", std::to_string(header.size())}});
+  EXPECT_EQ(res.status, 504) << res.body;
+  json after = stats();
+  for (int i = 0; i < 1000 && after["executing"] != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    after = stats();
+  }
+  // Stopped inside its first images: none of the eight was pre-processed whole.
+  EXPECT_EQ(after["counters"]["preprocess_deadline_stops"], 1) << after.dump();
+  EXPECT_EQ(after["counters"]["images"], images_before) << after.dump();
+  EXPECT_EQ(after["watchdog_reports"], 0);
+  EXPECT_EQ(InferBinary("classifier", jpeg).status, 200);
 }
 
 // The acl backend runs the same stages: an OM-like detector on the simulated device, whose output

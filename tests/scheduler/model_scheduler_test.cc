@@ -3,6 +3,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <regex>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -841,6 +842,60 @@ TEST(ModelSchedulerTest, ModelsOfEqualPriorityNeverWaitForEachOther) {
   EXPECT_EQ((*y)->stats().yields, 0);
   x_session.Release();
   EXPECT_TRUE(x_held.future.get().ok());
+}
+
+// A generator that never finishes its sequences, in steps of 2 ms (a worker process that stopped
+// answering, polled): the continuous style's watchdog case.
+class StuckGeneratorSession final : public Session {
+ public:
+  const ModelSignature& signature() const override { return signature_; }
+  int64_t resident_bytes() const override { return 0; }
+  ExecutionStyle style() const override { return ExecutionStyle::kContinuous; }
+  Result<std::unique_ptr<Instance>> CreateInstance(int) override {
+    return std::unique_ptr<Instance>(std::make_unique<Generator>());
+  }
+
+ private:
+  class Generator final : public ContinuousInstance {
+   public:
+    int free_slots() const override { return sequences_.empty() ? 1 : 0; }
+    void Admit(std::unique_ptr<InferRequest> request) override {
+      sequences_.push_back(std::move(request));
+    }
+    bool idle() const override { return sequences_.empty(); }
+    void Step() override { std::this_thread::sleep_for(2ms); }
+    void CancelAll(const Status& status) override {
+      for (auto& r : sequences_) r->done(status);
+      sequences_.clear();
+    }
+    bool Abort() override { return true; }
+
+   private:
+    std::vector<std::unique_ptr<InferRequest>> sequences_;
+  };
+  ModelSignature signature_;
+};
+
+// Round 2, F10: the report said "has run 3 ms, 1000 ms past its deadline": the time of the step
+// in progress, not of the sequence that outlived its deadline.
+TEST(ModelSchedulerTest, AStuckGeneratorIsReportedWithItsSequencesTimeNotOneSteps) {
+  StuckGeneratorSession session;
+  auto opts = Opts();
+  opts.watchdog_margin = 50ms;
+  opts.breaker = {.failures = 0, .cooldown = 60s};
+  auto scheduler = ModelScheduler::Create(opts, session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome stuck;
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(stuck, "stuck", Clock::now() + 100ms)).ok());
+  EXPECT_EQ(stuck.future.get().code(), StatusCode::kDeadlineExceeded);
+  // The sequence started before its deadline (else it would have been answered from the
+  // queue) and is reported at deadline + margin or later: it has run more than the 50 ms margin,
+  // a step 2 ms.
+  const std::string reason = (*scheduler)->breaker_reason();
+  std::smatch ran;
+  ASSERT_TRUE(std::regex_search(reason, ran, std::regex("has run ([0-9]+) ms"))) << reason;
+  EXPECT_GE(std::stoi(ran[1]), 50) << reason;
+  EXPECT_EQ((*scheduler)->stats().watchdog_reports, 1);
 }
 
 }  // namespace

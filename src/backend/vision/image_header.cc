@@ -25,8 +25,8 @@ Status Truncated(std::string_view format) {
 
 Result<ImageHeader> Jpeg(std::string_view b) {
   // Segments from the start-of-image marker to the start of scan: a frame header (SOFn) gives
-  // the size. libjpeg decodes a truncated file with grey for what is missing, so the file must
-  // also hold an end-of-image marker after its scan.
+  // the size. A file without an end-of-image marker after its scan is truncated: refused here,
+  // before anything is allocated (the decoder, jpeg_decode.h, refuses what else is cut short).
   std::optional<ImageHeader> frame;
   size_t at = 2;
   while (at + 4 <= b.size()) {

@@ -5,6 +5,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "backend/vision/image_header.h"
+#include "backend/vision/jpeg_decode.h"
 
 namespace mmserve {
 namespace {
@@ -226,12 +227,17 @@ Result<ImageTransform> ImagePreprocessor::Run(std::string_view encoded, char* ds
 }
 
 Result<ImageTransform> ImagePreprocessor::Run(std::string_view encoded, const ImageHeader& header,
-                                              char* dst) const {
+                                              char* dst, Clock::time_point deadline) const {
   ImageTransform t;
   try {
-    const cv::Mat raw(1, static_cast<int>(encoded.size()), CV_8U,
-                      const_cast<char*>(encoded.data()));
-    cv::Mat img = cv::imdecode(raw, channels_ == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
+    cv::Mat img;
+    if (header.format == ImageFormat::kJpeg) {
+      MMS_ASSIGN_OR_RETURN(img, DecodeJpeg(encoded, channels_ == 1, deadline));
+    } else {
+      const cv::Mat raw(1, static_cast<int>(encoded.size()), CV_8U,
+                        const_cast<char*>(encoded.data()));
+      img = cv::imdecode(raw, channels_ == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
+    }
     if (img.empty()) {
       return InvalidArgument(std::string(ImageFormatName(header.format)) +
                              " image that could not be decoded (truncated or corrupt)");

@@ -1,6 +1,7 @@
 // ImagePreprocessor: an encoded image in, one row of a network's input tensor out — decode,
 // resize (exact, short side, letterbox), centre crop, colour order, (pixel - mean) / std x scale,
-// layout (NCHW/NHWC) and datatype (FP32/FP16/UINT8/INT8), all with OpenCV (imgcodecs, imgproc).
+// layout (NCHW/NHWC) and datatype (FP32/FP16/UINT8/INT8), with OpenCV (imgcodecs, imgproc);
+// JPEGs are decoded by jpeg_decode.h, strictly.
 // Fixed at load against the network input it feeds: sizes the config leaves out come from that
 // input's shape, and what cannot fit it is refused then, not per request.
 //
@@ -11,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/vision/image_header.h"
+#include "common/clock.h"
 #include "config/vision_config.h"
 
 namespace mmserve {
@@ -41,9 +43,10 @@ class ImagePreprocessor {
   Result<ImageHeader> Admit(std::string_view encoded) const;
   // Decodes `encoded` (whose header Admit() returned) and writes its row into `dst`
   // (row_bytes() bytes). An error says what is wrong with the image (InvalidArgument); the
-  // caller names the input.
-  Result<ImageTransform> Run(std::string_view encoded, const ImageHeader& header,
-                             char* dst) const;
+  // caller names the input. A JPEG's decode stops once `deadline` has passed
+  // (DeadlineExceeded).
+  Result<ImageTransform> Run(std::string_view encoded, const ImageHeader& header, char* dst,
+                             Clock::time_point deadline = Clock::time_point::max()) const;
   // Admit(), then Run().
   Result<ImageTransform> Run(std::string_view encoded, char* dst) const;
 

@@ -55,6 +55,7 @@ class VisionSession final : public Session {
   std::map<std::string, int64_t> counters() const override {
     auto counters = network_->counters();
     counters["images"] = images_.load();
+    counters["preprocess_deadline_stops"] = deadline_stops_.load();
     return counters;
   }
   bool executes_inline() const override { return network_->executes_inline(); }
@@ -97,7 +98,8 @@ class VisionSession final : public Session {
   const std::string image_input_;  // the network input the images feed
   const int max_images_;           // per request: the model's max_batch
   ModelSignature signature_;
-  mutable std::atomic<int64_t> images_{0};
+  mutable std::atomic<int64_t> images_{0};          // pre-processed
+  mutable std::atomic<int64_t> deadline_stops_{0};  // requests whose deadline stopped theirs
 };
 
 Status VisionSession::Prepare(const InferRequest& request, InferRequest& network,
@@ -153,8 +155,18 @@ Status VisionSession::Prepare(const InferRequest& request, InferRequest& network
   shape.insert(shape.end(), pre_->row_shape().begin(), pre_->row_shape().end());
   std::string data(encoded.size() * pre_->row_bytes(), '\0');
   transforms.clear();
+  // Past the deadline the client has its 504 already: each image is started only before it,
+  // and a JPEG's decode stops at it.
   for (size_t i = 0; i < encoded.size(); ++i) {
-    auto t = pre_->Run(encoded[i], headers[i], data.data() + i * pre_->row_bytes());
+    Result<ImageTransform> t =
+        Clock::now() < request.deadline
+            ? pre_->Run(encoded[i], headers[i], data.data() + i * pre_->row_bytes(),
+                        request.deadline)
+            : DeadlineExceeded("pre-processing stopped: the request's deadline passed");
+    if (!t.ok() && t.status().code() == StatusCode::kDeadlineExceeded) {
+      deadline_stops_.fetch_add(1);
+      return t.status();
+    }
     if (!t.ok()) return bad(i, t.status());
     transforms.push_back(*t);
   }

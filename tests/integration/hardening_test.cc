@@ -565,5 +565,45 @@ TEST(HardeningRound2Test, F3ALinkPlantedAsTheDeviceLockIsNotWrittenThrough) {
   EXPECT_THAT(out, HasSubstr("is writable by other users")) << out;
 }
 
+// Round 2: of 976 connections over max_connections, 16 got 503, 589 were closed unanswered and
+// 355 reset, and the first health probe after them was closed unanswered. Past the limit the
+// server now stops accepting (clients wait in the listen backlog) instead of closing.
+TEST(HardeningRound2Test, EveryConnectionOverTheLimitIsAnswered503AndProbesAreAnswered) {
+  testing::TempDir dir;
+  const auto yaml = dir.Write("m.yaml", "global: {max_connections: 8}\nmodels:\n"
+                                         "  - {name: echo, backend: identity}\n");
+  ServerProcess server({"serve", yaml.string(), "--port", "0", "--lock-dir",
+                        (dir.path() / "locks").string()},
+                       dir.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  std::vector<std::unique_ptr<RawConnection>> held;  // the 8 allowed, idle
+  for (int i = 0; i < 8; ++i) held.push_back(std::make_unique<RawConnection>(server.port()));
+  HttpClient(server.port()).Get("/v2/health/live");  // the 8 are counted before the flood
+  constexpr int kOver = 300;  // far past the 32 the server reads a refusal from at a time
+  std::vector<std::unique_ptr<RawConnection>> over;
+  for (int i = 0; i < kOver; ++i) {
+    over.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(over.back()->connected()) << i;
+    ASSERT_TRUE(over.back()->Send("GET /v2/models/echo HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+  }
+  RawConnection probe(server.port());
+  ASSERT_TRUE(probe.Send("GET /v2/health/live HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+  int refused = 0;
+  for (auto& c : over) {
+    const std::string answer = c->ReadAnswer();
+    refused += answer.starts_with("HTTP/1.1 503") && answer.find("Retry-After: ") != std::string::npos &&
+               answer.find("max_connections") != std::string::npos;
+    c.reset();  // the client goes, as clients do on "Connection: close"
+  }
+  EXPECT_EQ(refused, kOver);
+  EXPECT_THAT(probe.ReadAnswer(), ::testing::StartsWith("HTTP/1.1 200"));
+  held.clear();
+  for (int i = 0; i < 100; ++i) {  // the held connections' closes reach the server
+    if (HttpClient(server.port()).Get("/v2/models/echo").status == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(HttpClient(server.port()).Get("/v2/models/echo").status, 200);
+}
+
 }  // namespace
 }  // namespace mmserve

@@ -24,13 +24,15 @@ using Timer = net::steady_timer::rebind_executor<Strand>::other;
 //  - sends no byte of its next request for kIdleTimeout (keep-alive),
 //  - has begun a header but not completed it within kHeaderTimeout (slowloris),
 //  - has not completed the body within kIdleTimeout of its header.
-// A connection over global.max_connections gets kRefusedTimeout for all of these. The deadlines
-// are checked by a timer that ticks every kTick while a request is being read, so a header's
-// deadline falls between kHeaderTimeout and kHeaderTimeout + kTick after its first byte.
+// Over global.max_connections: kRefusedFirstByte (clients send as they connect; from the listen
+// backlog, they have) and kRefusedTick, then kRefusedTimeout for the rest and the drain after the
+// 503. A timer checks the deadlines every kTick while a request is read: a header's falls between
+// kHeaderTimeout and kHeaderTimeout + kTick after its first byte.
 constexpr auto kIdleTimeout = std::chrono::seconds(60);
 constexpr auto kHeaderTimeout = std::chrono::seconds(10);
-constexpr auto kRefusedTimeout = std::chrono::seconds(2);
 constexpr auto kTick = std::chrono::seconds(5);
+constexpr auto kRefusedFirstByte = std::chrono::milliseconds(250), kRefusedTick = kRefusedFirstByte;
+constexpr auto kRefusedTimeout = std::chrono::seconds(2);
 // The interim answer that asks for an expected body, and that probes a half-closed connection.
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 // Read in pieces this large: a typical request in one recvmsg rather than 512-byte bites.
@@ -46,8 +48,7 @@ constexpr size_t kInlineBodyBytes = 16 * 1024;
 // Liveness and readiness probes are answered whatever the load: an orchestrator that cannot
 // reach them restarts a server that is merely busy.
 bool IsHealthProbe(const http::request<http::string_body>& req) {
-  const auto target = req.target();
-  return req.method() == http::verb::get && target.starts_with("/v2/health/");
+  return req.method() == http::verb::get && req.target().starts_with("/v2/health/");
 }
 
 // 503 (with Retry-After): the server is at a limit; the client should come back shortly.
@@ -74,7 +75,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ++shared_.connections;
     buffer_.reserve(kReadBufferBytes);
   }
-  ~Connection() { --shared_.connections; }
+  ~Connection() { shared_.ConnectionClosed(); }
 
   void Start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
@@ -138,7 +139,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ArmReadTimer() {
     if (read_timer_armed_) return;
     read_timer_armed_ = true;
-    idle_timer_.expires_after(kTick);
+    idle_timer_.expires_after(refuse_ ? kRefusedTick : kTick);
     idle_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       self->read_timer_armed_ = false;
       if (ec || !self->awaiting_request_) return;  // cancelled, or busy with a request
@@ -152,8 +153,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       phase_ = ReadPhase::kHeader;  // its first byte came since the last tick
       phase_started_ = now;
     }
-    std::chrono::seconds limit = phase_ == ReadPhase::kHeader ? kHeaderTimeout : kIdleTimeout;
-    if (refuse_) limit = std::min(limit, kRefusedTimeout);
+    std::chrono::milliseconds limit = phase_ == ReadPhase::kHeader ? kHeaderTimeout : kIdleTimeout;
+    if (refuse_) limit = phase_ == ReadPhase::kIdle ? kRefusedFirstByte : kRefusedTimeout;
     if (now - phase_started_ >= limit) return Close();
     ArmReadTimer();
   }
@@ -213,7 +214,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     } else {
       // A large body is parsed on the body threads: however long its JSON takes, the I/O
       // threads stay free for other connections and for health probes.
-      net::post(shared_.body_pool, [self = shared_from_this(), req = parser_->release(), request,
+      net::post(*shared_.body_pool, [self = shared_from_this(), req = parser_->release(), request,
                                     request_id = std::move(request_id),
                                     route = std::move(route)]() mutable {
         self->Route(std::move(req), request, std::move(request_id), std::move(route));
@@ -529,7 +530,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Drain() {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.expires_after(kDrainTimeout);
+    stream_.expires_after(refuse_ ? kRefusedTimeout : kDrainTimeout);
     drained_ = 0;
     DrainSome();
   }

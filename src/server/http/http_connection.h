@@ -5,11 +5,13 @@
 #pragma once
 
 #include <atomic>
-#include <utility>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/asio.hpp>
@@ -31,7 +33,8 @@ using Strand = net::strand<net::io_context::executor_type>;
 using Socket = net::ip::tcp::socket::rebind_executor<Strand>::other;
 
 // Connections over max_connections are still read (a health probe is answered, anything else
-// 503); beyond this many more, a new connection is closed at once to spare descriptors.
+// 503 with Retry-After). While this many more are open, accepting pauses: further clients wait in
+// the listen backlog until one closes, to be answered in turn rather than closed unanswered.
 constexpr int kMaxRefusing = 32;
 // Threads that route requests whose bodies are too large to parse on an I/O thread.
 constexpr int kBodyThreads = 2;
@@ -75,15 +78,29 @@ struct FrontendShared {
   std::atomic<int64_t> refused_connections{0};
   std::atomic<int64_t> refused_requests{0};
   std::atomic<int64_t> last_trim_ns{INT64_MIN / 2};  // steady clock: the last malloc_trim
+  // Set by the acceptor when max_connections + kMaxRefusing are open; the connection whose
+  // close brings the count under that clears it and calls resume_accept (set before the first
+  // accept; it only posts to the acceptor's strand).
+  std::atomic<bool> accept_paused{false};
+  std::function<void()> resume_accept;
   // Requests with large bodies are routed here, off the I/O threads (http_connection.cc).
-  // Last: destroyed (stopped and joined) first, before what its handlers use.
-  net::thread_pool body_pool{kBodyThreads};
+  // HttpFrontend::Stop() joins it and destroys what it left queued, while the I/O context that
+  // their connections' sockets belong to is still there.
+  std::optional<net::thread_pool> body_pool{std::in_place, kBodyThreads};
 
   // After an exchange (request and answer) of `bytes`: a large one (1 MiB or more) hands the
   // allocator's free memory back to the system (malloc_trim, on a body thread, at most once a
   // second). glibc keeps a thread arena's free memory while any block above it is in use, and a
   // few large exchanges kept tens of MiB each (a 4 MiB /tokenize: 50 MiB).
   void ReturnFreedMemory(size_t bytes);
+  // A connection closed: resumes accepting if it was paused at the limit.
+  void ConnectionClosed() {
+    const int64_t open = --connections;
+    if (open < int64_t{max_connections} + kMaxRefusing && !draining &&
+        accept_paused.exchange(false)) {
+      resume_accept();
+    }
+  }
 };
 
 // Starts serving `socket`; the connection keeps itself alive until it closes. `refuse`: the

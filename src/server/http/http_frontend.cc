@@ -26,18 +26,20 @@ void FrontendShared::ReturnFreedMemory(size_t bytes) {
       !last_trim_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
     return;
   }
-  net::post(body_pool, [] { malloc_trim(0); });
+  net::post(*body_pool, [] { malloc_trim(0); });
 }
 
 struct HttpFrontend::Impl {
   Impl(const Options& options, InferenceService& service)
-      : ioc(options.threads),
-        work(net::make_work_guard(ioc)),
-        acceptor(net::make_strand(ioc)),
-        shared{HttpRouter(service, {.access = Access(options.api_key, options.admin_key),
+      : shared{HttpRouter(service, {.access = Access(options.api_key, options.admin_key),
                                     .server_metrics = [this] { return Metrics(); }}),
                options.max_body_bytes, options.max_connections, options.max_in_flight,
-               RequestPolicy(options.allowed_hosts, options.cors_origins)} {}
+               RequestPolicy(options.allowed_hosts, options.cors_origins)},
+        ioc(options.threads),
+        work(net::make_work_guard(ioc)),
+        acceptor(net::make_strand(ioc)) {
+    shared.resume_accept = [this] { net::post(acceptor.get_executor(), [this] { Accept(); }); };
+  }
 
   ServerMetrics Metrics() {
     return {.open_connections = shared.connections.load(),
@@ -55,15 +57,21 @@ struct HttpFrontend::Impl {
         accept_backoff = {};
       }
       s.set_option(tcp::no_delay(true), ec);
-      const int64_t open = shared.connections.load();
-      if (open >= int64_t{shared.max_connections} + kMaxRefusing) {
-        s.close(ec);  // far over the limit: no descriptor spent on reading a refusal
-        shared.refused_connections++;
-      } else {
-        StartConnection(std::move(s), shared, open >= shared.max_connections);
-      }
-      Accept();
+      StartConnection(std::move(s), shared, shared.connections.load() >= shared.max_connections);
+      AcceptOrPause();
     });
+  }
+
+  // Accepts the next connection unless max_connections + kMaxRefusing are open; then the next
+  // connection to close resumes (FrontendShared::ConnectionClosed). On the acceptor's strand.
+  void AcceptOrPause() {
+    const int64_t limit = int64_t{shared.max_connections} + kMaxRefusing;
+    if (shared.connections.load() >= limit) {
+      shared.accept_paused.store(true);
+      // One may have closed before the flag was set, and found nothing to resume.
+      if (shared.connections.load() >= limit || !shared.accept_paused.exchange(false)) return;
+    }
+    Accept();
   }
 
   // An accept that failed (out of file descriptors or memory) fails again at once: retrying
@@ -81,6 +89,9 @@ struct HttpFrontend::Impl {
     });
   }
 
+  // First: outlives the I/O context, whose destruction destroys the connections its pending
+  // operations still hold, and each tells `shared` it closed.
+  FrontendShared shared;
   net::io_context ioc;
   // Keeps the I/O threads running while every connection waits on a model and the acceptor is
   // closed (graceful shutdown): their responses still need a thread to be written on.
@@ -88,7 +99,6 @@ struct HttpFrontend::Impl {
   tcp::acceptor acceptor;
   net::steady_timer accept_timer{acceptor.get_executor()};  // the acceptor's strand only
   std::chrono::milliseconds accept_backoff{0};
-  FrontendShared shared;
   std::vector<std::jthread> threads;  // last: joined before the members above are destroyed
 };
 
@@ -166,11 +176,13 @@ bool HttpFrontend::WaitIdle(std::chrono::milliseconds timeout) {
 
 void HttpFrontend::Stop() {
   if (impl_->threads.empty()) return;
+  impl_->shared.draining = true;  // a connection closed from here on resumes no accept
   impl_->work.reset();
   impl_->ioc.stop();
   impl_->threads.clear();  // joins
-  impl_->shared.body_pool.stop();
-  impl_->shared.body_pool.join();
+  impl_->shared.body_pool->stop();
+  impl_->shared.body_pool->join();
+  impl_->shared.body_pool.reset();
 }
 
 }  // namespace mmserve

@@ -10,6 +10,7 @@
 
 #include "app/remote.h"
 #include "app/server_builder.h"
+#include "backend/file_probe.h"
 #include "backend/process/worker_main.h"
 #include "build_info.h"  // generated: cmake/build_info.cmake
 #include "common/strings.h"
@@ -147,6 +148,34 @@ struct WorkerCommand {
   }
 };
 
+// `probe BACKEND FD ARG`: the child a file probe starts (backend/file_probe.h), never by hand
+// (hidden from --help). Runs the backend's third-party parser over the inherited file FD and
+// writes its answer on stdout; a file that crashes the parser crashes this process only.
+struct ProbeCommand {
+  CLI::App* cmd = nullptr;
+  std::string backend;
+  int fd = -1;
+  int64_t arg = 0;
+
+  void Add(CLI::App& app) {
+    cmd = app.add_subcommand("probe", "a model file's probe (started by the server)");
+    cmd->group("");
+    cmd->add_option("backend", backend)->required();
+    cmd->add_option("fd", fd)->required();
+    cmd->add_option("arg", arg)->required();
+  }
+  int Run() const {
+    mmserve::BuiltIns builtins;
+    mmserve::RuntimeGuard guard;
+    auto answer = [&]() -> mmserve::Result<std::string> {
+      MMS_ASSIGN_OR_RETURN(mmserve::Backend * found, builtins.backends.Find(backend));
+      MMS_ASSIGN_OR_RETURN(mmserve::RuntimeLease lease, guard.Acquire(found->runtime(), 0));
+      return found->ProbeFile(fd, arg);
+    }();
+    return mmserve::WriteProbeAnswer(answer);
+  }
+};
+
 void PrintVersion() {
   mmserve::BuiltIns builtins;
   std::cout << "mmserve " << MMSERVE_VERSION << " (commit " << MMSERVE_COMMIT << ")\n"
@@ -205,6 +234,8 @@ int main(int argc, char** argv) {
   remote.Add(app);
   WorkerCommand worker;
   worker.Add(app);
+  ProbeCommand probe;
+  probe.Add(app);
 
   CLI11_PARSE(app, argc, argv);
   if (*serve_cmd && serve.config.empty() && serve.models.empty()) {
@@ -216,6 +247,8 @@ int main(int argc, char** argv) {
                                                  : mmserve::LogFormat::kText,
                             access_log);
   serve.log_level_from_config = log_level.empty();
+  if (*probe.cmd) return probe.Run();
+  mmserve::MarkProbeCapable();  // this binary is its own probe child
   if (*worker.cmd) return worker.Run();
   if (*serve_cmd) return mmserve::Serve(serve);
   if (*validate_cmd) return mmserve::Validate(validate_config, !validate_no_plan);

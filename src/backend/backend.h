@@ -249,6 +249,13 @@ class Backend {
   // Whether `mmserve worker` can serve `model` in a process of its own (`isolation: process`,
   // backend/process/): batch-style sessions whose results travel as tensors and parameters.
   virtual bool RunsIsolated(const ModelConfig& model) const { return false; }
+  // In the probe child (`mmserve probe`, file_probe.h): runs the third-party parser this backend
+  // feeds its model files to over the file at `fd`, and returns what the server needs of it as
+  // text (opencv: the bytes one Net holds at `arg` rows). The caller holds a lease on runtime().
+  // Unimplemented where no third-party parser reads the backend's files in the server.
+  virtual Result<std::string> ProbeFile(int fd, int64_t arg) const {
+    return Unimplemented(name() + " runs no file probe");
+  }
 
  private:
   // Load() itself; a backend that reads its file piece by piece reports to `progress`.

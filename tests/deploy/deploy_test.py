@@ -424,7 +424,7 @@ def check_ascend_config(binary, source, tmp, acl_sim_home, config_text, mount):
 
 def check_runtime_rootfs(binary, source, tmp):
     """The runtime stage's files: the binary and its collected libraries run on a root that
-    has only the C runtime a slim base image brings."""
+    has only the C runtime a slim base image brings (and /proc, as every container has)."""
     if os.geteuid() != 0:
         print("  skip: the chroot check needs root")
         return
@@ -446,7 +446,12 @@ def check_runtime_rootfs(binary, source, tmp):
     os.makedirs(os.path.join(root, "models"))
     shutil.copy(os.path.join(source, "models/generated/classifier-tiny.onnx"),
                 os.path.join(root, "models"))
-    out = subprocess.run(["chroot", root, "/usr/local/bin/mmserve", "validate", "/models"],
+    # A container runtime mounts /proc, where the server finds itself to start its file probes
+    # and workers (/proc/self/exe): here too, in a mount namespace of its own.
+    os.makedirs(os.path.join(root, "proc"))
+    out = subprocess.run(["unshare", "--mount", "--fork", "sh", "-c",
+                          'mount -t proc proc "$1/proc" && exec chroot "$1" '
+                          '/usr/local/bin/mmserve validate /models', "sh", root],
                          capture_output=True, text=True)
     check(out.returncode == 0 and "valid, 1 model" in out.stdout,
           f"the runtime stage's files run mmserve: {out.stdout}{out.stderr}")

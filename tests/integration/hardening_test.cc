@@ -21,6 +21,7 @@
 
 #include "testing/http_client.h"
 #include "testing/models.h"
+#include "testing/paths.h"
 #include "testing/server_process.h"
 #include "testing/test_util.h"
 
@@ -538,6 +539,47 @@ TEST_F(HardeningTest, F6TokenizeIsBoundedAndGivesItsMemoryBack) {
   EXPECT_THAT(answer["tokens"][0]["piece"].get<std::string>(), HasSubstr("hello"));
   const long after = testing::ProcessMemoryKib(server_->pid(), "VmRSS");
   EXPECT_LT(after - before, 128 * 1024) << "KiB kept after the answer";
+}
+
+// Round 2, F1: OpenCV's ONNX importer ran in the server while the config was read (start,
+// reload, a repository load, `mmserve validate`): six small files (tools/gen_hostile_onnx.py, in
+// the fuzz corpus) kill it with SIGFPE or SIGSEGV. Their import now runs in a probe child, and
+// its death is the file's error.
+TEST_F(HardeningTest, F1OnnxFilesThatCrashOpencvsImporterAreRefusedAndTheServerServesOn) {
+  const std::filesystem::path corpus =
+      std::filesystem::path(testing::SourceDir()) / "tests/fuzz/corpus/onnx_import_fuzzer";
+  int files = 0;
+  HttpClient client(port());
+  for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
+    if (entry.path().extension() != ".onnx") continue;
+    ++files;
+    const std::string name = entry.path().filename().string();
+    SCOPED_TRACE(name);
+    // `mmserve validate` names the file and the signal (it died of it: 136, 139).
+    const auto yaml = dir_->Write("hostile.yaml", "models:\n  - {name: m, path: " +
+                                                      entry.path().string() + "}\n");
+    auto [code, out] = ServerProcess::Run({"validate", yaml.string(), "--no-plan"});
+    EXPECT_EQ(code, 1) << out;
+    EXPECT_THAT(out, HasSubstr("OpenCV 4.6's ONNX importer crashed on '" + name + "' (SIG"))
+        << out;
+    // A repository load over HTTP (from the model roots): 400 with the same reason, in an
+    // isolated model too.
+    const auto copy = dir_->path() / name;
+    std::filesystem::copy_file(entry.path(), copy,
+                               std::filesystem::copy_options::overwrite_existing);
+    for (const std::string isolation : {"none", "process"}) {
+      auto r = client.Post("/v2/repository/models/hostile/load",
+                           json{{"parameters", {{"config", {{"path", copy.string()},
+                                                            {"isolation", isolation}}}}}}.dump());
+      EXPECT_EQ(r.status, 400) << r.body;
+      EXPECT_THAT(r.body, HasSubstr("importer crashed on '" + name + "'")) << r.body;
+    }
+  }
+  EXPECT_EQ(files, 6);
+  EXPECT_EQ(client.Post("/v2/models/echo/infer",
+                        R"({"inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[2]}]})")
+                .status,
+            200);
 }
 
 // Round 2, F3: a link planted as the lock file (the old default directory was /tmp, writable by

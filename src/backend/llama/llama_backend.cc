@@ -1,13 +1,16 @@
 #include "backend/llama/llama_backend.h"
 
+#include <fcntl.h>
 #include <llama.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
 
+#include "backend/file_probe.h"
 #include "backend/llama/gguf_summary.h"
 #include "backend/llama/llama_encoder.h"
 #include "backend/llama/llama_generator.h"
@@ -270,6 +273,51 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
   return MemoryEstimate{.bytes = static_cast<int64_t>(bytes), .source = source + ")"};
 }
 
+namespace {
+
+// The model's file as one open descriptor, probed in a child first (llama.cpp's loader aborts on
+// files its checks miss); the load then reads the same descriptor, so a file renamed over the
+// path meanwhile is not what loads.
+Result<Fd> OpenProbed(const ModelConfig& model, const GgufSummary& gguf) {
+  Fd file(::open(model.path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (file.get() < 0) return NotFound("'" + model.path.string() + "': " + std::strerror(errno));
+  MMS_ASSIGN_OR_RETURN(const FileIdentity identity, IdentityOf(file.get()));
+  ProbeSpec probe{.backend = "llama",
+                  .what = "llama.cpp's GGUF loader",
+                  .file = model.path.filename().string(),
+                  .fd = file.get(),
+                  .address_space_bytes = identity.size + (int64_t{16} << 30)};
+  if (Status probed = ProbeOnce(probe, identity).status(); !probed.ok()) {
+    return probed.WithContext("llama.cpp could not load '" + model.path.string() +
+                              "' (architecture '" + gguf.architecture + "')");
+  }
+  return file;
+}
+
+// What a session of the task takes and answers (`n_embd`: the embedding width).
+ModelSignature Signature(bool generate, EncoderTask task, int64_t n_embd) {
+  ModelSignature signature{.platform = "llama_gguf"};
+  if (generate) {
+    signature.inputs = {{"PROMPT", DataType::kBytes, {1}, /*optional=*/true},
+                        {"ROLES", DataType::kBytes, {-1}, /*optional=*/true},
+                        {"CONTENTS", DataType::kBytes, {-1}, /*optional=*/true},
+                        {"STOP", DataType::kBytes, {-1}, /*optional=*/true}};
+    signature.outputs = {{"TEXT", DataType::kBytes, {1}}};
+  } else if (task == EncoderTask::kEmbed) {
+    // TEXT (strings), or TOKENS: each element one text's token ids as little-endian int32.
+    signature.inputs = {{"TEXT", DataType::kBytes, {-1}, /*optional=*/true},
+                        {"TOKENS", DataType::kBytes, {-1}, /*optional=*/true}};
+    signature.outputs = {{"EMBEDDING", DataType::kFp32, {-1, n_embd}},
+                         {"TRUNCATED", DataType::kBool, {-1}}};
+  } else {
+    signature.inputs = {{"QUERY", DataType::kBytes, {1}}, {"DOCUMENTS", DataType::kBytes, {-1}}};
+    signature.outputs = {{"SCORES", DataType::kFp32, {-1}}, {"TRUNCATED", DataType::kBool, {-1}}};
+  }
+  return signature;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Session>> LlamaBackend::LoadSession(const ModelConfig& model,
                                                            LoadProgress& load_progress) {
   ConfigErrors errors;
@@ -285,6 +333,7 @@ Result<std::unique_ptr<Session>> LlamaBackend::LoadSession(const ModelConfig& mo
     return InvalidArgument("task rerank needs a model with a classification head "
                            "(cls.output.weight); '" + model.path.string() + "' has none");
   }
+  MMS_ASSIGN_OR_RETURN(Fd file, OpenProbed(model, gguf));  // before any allocation lock
   llama_model_params params = llama_model_default_params();
   // Weights copied into memory the process owns (resident from the load on, as the budget
   // counts them; a file replaced in place cannot fault a running model), or with params.mmap
@@ -294,8 +343,8 @@ Result<std::unique_ptr<Session>> LlamaBackend::LoadSession(const ModelConfig& mo
   // With params.huge_pages, on huge pages as the page cache would have mapped them: llama.cpp
   // allocates the weight buffers before it reads the first tensor and reports progress before
   // each, so the first report is the moment to advise them. Until then no other llama.cpp
-  // allocation runs, so no other model's buffers are advised.
-  // The same callback reports how far the load has read (LoadProgress).
+  // allocation runs, so no other model's buffers are advised. The same callback reports how
+  // far the load has read (LoadProgress).
   struct Progress {
     LoadProgress& reported;
     std::unique_lock<std::mutex> lock;
@@ -315,41 +364,35 @@ Result<std::unique_ptr<Session>> LlamaBackend::LoadSession(const ModelConfig& mo
     return true;
   };
   params.progress_callback_user_data = &progress;
-  LlamaModelPtr loaded(llama_model_load_from_file(model.path.c_str(), params));
+  const std::string opened = "/proc/self/fd/" + std::to_string(file.get());
+  LlamaModelPtr loaded(llama_model_load_from_file(opened.c_str(), params));
   if (progress.lock.owns_lock()) progress.lock.unlock();  // a model without tensors
   if (!loaded) {
     return InvalidArgument("llama.cpp could not load '" + model.path.string() +
                            "' (architecture '" + gguf.architecture +
                            "'; unsupported or corrupt — see the llama.cpp log)");
   }
-  ModelSignature signature{.platform = "llama_gguf"};
-  const int64_t n_embd = llama_model_n_embd_out(loaded.get());
-  if (generate) {
-    if (!llama_model_has_decoder(loaded.get()) || gguf.has_classifier ||
-        gguf.architecture == "bert") {
-      return InvalidArgument("task generate needs a decoder language model; '" +
-                             model.path.string() + "' (architecture '" + gguf.architecture +
-                             "') is an encoder" +
-                             (gguf.has_classifier ? " with a classification head" : ""));
-    }
-    signature.inputs = {{"PROMPT", DataType::kBytes, {1}, /*optional=*/true},
-                        {"ROLES", DataType::kBytes, {-1}, /*optional=*/true},
-                        {"CONTENTS", DataType::kBytes, {-1}, /*optional=*/true},
-                        {"STOP", DataType::kBytes, {-1}, /*optional=*/true}};
-    signature.outputs = {{"TEXT", DataType::kBytes, {1}}};
-  } else if (task == EncoderTask::kEmbed) {
-    // TEXT (strings), or TOKENS: each element one text's token ids as little-endian int32.
-    signature.inputs = {{"TEXT", DataType::kBytes, {-1}, /*optional=*/true},
-                        {"TOKENS", DataType::kBytes, {-1}, /*optional=*/true}};
-    signature.outputs = {{"EMBEDDING", DataType::kFp32, {-1, n_embd}},
-                         {"TRUNCATED", DataType::kBool, {-1}}};
-  } else {
-    signature.inputs = {{"QUERY", DataType::kBytes, {1}}, {"DOCUMENTS", DataType::kBytes, {-1}}};
-    signature.outputs = {{"SCORES", DataType::kFp32, {-1}}, {"TRUNCATED", DataType::kBool, {-1}}};
+  if (generate && (!llama_model_has_decoder(loaded.get()) || gguf.has_classifier ||
+                   gguf.architecture == "bert")) {
+    return InvalidArgument("task generate needs a decoder language model; '" +
+                           model.path.string() + "' (architecture '" + gguf.architecture +
+                           "') is an encoder" +
+                           (gguf.has_classifier ? " with a classification head" : ""));
   }
+  ModelSignature signature = Signature(generate, task, llama_model_n_embd_out(loaded.get()));
   const auto context_bytes = static_cast<int64_t>(ContextBytes(options, gguf, generate));
   return std::unique_ptr<Session>(std::make_unique<LlamaSession>(
       std::move(loaded), generate, task, options, std::move(signature), context_bytes));
+}
+
+Result<std::string> LlamaBackend::ProbeFile(int fd, int64_t /*arg*/) const {
+  llama_model_params params = llama_model_default_params();
+  params.load_mode = LLAMA_LOAD_MODE_MMAP;  // the tensors' bytes are not read, only checked
+  params.n_gpu_layers = 0;
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  LlamaModelPtr loaded(llama_model_load_from_file(path.c_str(), params));
+  if (!loaded) return InvalidArgument("unsupported or corrupt");
+  return std::to_string(llama_model_size(loaded.get()));
 }
 
 }  // namespace mmserve

@@ -56,6 +56,9 @@ class LlamaBackend final : public Backend {
   void Validate(ModelConfig& model, ConfigErrors& errors) const override;
   // Weights from the GGUF tensor table, plus per-instance context and compute buffers.
   Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;
+  // llama.cpp's loader over a GGUF file (mapped, on the CPU): the weights' bytes. LoadSession
+  // loads a file in the server only after this survived the same file (file_probe.h).
+  Result<std::string> ProbeFile(int fd, int64_t arg) const override;
 
  private:
   Result<std::unique_ptr<Session>> LoadSession(const ModelConfig& model,

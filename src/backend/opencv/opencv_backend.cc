@@ -6,6 +6,7 @@
 #include <opencv2/core/utils/logger.hpp>
 #include <opencv2/dnn.hpp>
 
+#include "backend/file_probe.h"
 #include "backend/opencv/onnx_graph.h"
 #include "common/files.h"
 #include "common/strings.h"
@@ -130,15 +131,23 @@ Result<OnnxModel> Describe(const OnnxGraph& graph) {
 // The bytes of the model's file and what its graph says, checked (without OpenCV).
 struct OnnxFile {
   std::string bytes;
+  FileIdentity identity;  // of the file the bytes were read from
   OnnxGraph graph;
   OnnxModel model;
 };
 
-Result<OnnxFile> ReadOnnxFile(const ModelConfig& config) {
+Result<OnnxFile> DescribeOnnx(std::string bytes) {
   OnnxFile file;
-  MMS_ASSIGN_OR_RETURN(file.bytes, ReadFileBounded(config.path, kMaxOnnxBytes));
+  file.bytes = std::move(bytes);
   MMS_ASSIGN_OR_RETURN(file.graph, ReadOnnxGraph(file.bytes));
   MMS_ASSIGN_OR_RETURN(file.model, Describe(file.graph));
+  return file;
+}
+
+Result<OnnxFile> ReadOnnxFile(const ModelConfig& config) {
+  MMS_ASSIGN_OR_RETURN(FileSnapshot snapshot, ReadSnapshot(config.path, kMaxOnnxBytes));
+  MMS_ASSIGN_OR_RETURN(OnnxFile file, DescribeOnnx(std::move(snapshot.bytes)));
+  file.identity = snapshot.identity;
   return file;
 }
 
@@ -165,6 +174,32 @@ int64_t NetFootprint(cv::dnn::Net& net, const ModelSignature& signature, int row
   } catch (const cv::Exception&) {
     return 0;
   }
+}
+
+// The rows one forward runs for `model`: the graph's fixed batch, else max_batch.
+int ForwardRows(const OnnxFile& file, const ModelConfig& model) {
+  return file.model.fixed_batch > 0 ? static_cast<int>(file.model.fixed_batch)
+                                    : std::max(1, model.max_batch);
+}
+
+// OpenCV's importer over `file`'s bytes in a probe child (file_probe.h), once per version of the
+// file: the bytes one Net holds at `rows` rows, or why the importer refused (or died of) it.
+// Nothing imports the bytes in the server before this has answered.
+Result<int64_t> ProbeImport(const OnnxFile& file, const ModelConfig& model, int rows) {
+  MMS_ASSIGN_OR_RETURN(Fd copy, SealedCopy(file.bytes));
+  const int64_t size = static_cast<int64_t>(file.bytes.size());
+  ProbeSpec spec{.backend = "opencv",
+                 .arg = rows,
+                 .what = "OpenCV 4.6's ONNX importer",
+                 .file = model.path.filename().string(),
+                 .fd = copy.get(),
+                 .address_space_bytes = (int64_t{4} << 30) + 4 * size};
+  MMS_ASSIGN_OR_RETURN(std::string answer, ProbeOnce(spec, file.identity));
+  auto footprint = ParseInt64(answer);
+  if (!footprint || *footprint < 0) {
+    return Internal("the ONNX import probe answered '" + Abbreviate(answer, 40) + "'");
+  }
+  return *footprint;
 }
 
 class OpencvSession;
@@ -390,7 +425,8 @@ void OpencvBackend::Validate(ModelConfig& model, ConfigErrors& errors) const {
   (void)ReadOptions(model, errors);
   if (model.path.empty() || !std::filesystem::is_regular_file(model.path)) return;  // reported
   auto file = ReadOnnxFile(model);
-  Status status = file.ok() ? Import(file->bytes).status() : file.status();
+  Status status =
+      file.ok() ? ProbeImport(*file, model, ForwardRows(*file, model)).status() : file.status();
   if (!status.ok()) {
     errors.Add(
         {.where = model.where,
@@ -402,11 +438,9 @@ void OpencvBackend::Validate(ModelConfig& model, ConfigErrors& errors) const {
 
 Result<MemoryEstimate> OpencvBackend::Estimate(const ModelConfig& model) const {
   MMS_ASSIGN_OR_RETURN(OnnxFile file, ReadOnnxFile(model));
-  MMS_ASSIGN_OR_RETURN(cv::dnn::Net net, Import(file.bytes));
-  const int rows = file.model.fixed_batch > 0 ? static_cast<int>(file.model.fixed_batch)
-                                              : std::max(1, model.max_batch);
+  const int rows = ForwardRows(file, model);
   // The file stays in memory (instances are rebuilt from it); each worker has its own Net.
-  const int64_t per_instance = NetFootprint(net, file.model.signature, rows);
+  MMS_ASSIGN_OR_RETURN(const int64_t per_instance, ProbeImport(file, model, rows));
   return MemoryEstimate{
       .bytes = static_cast<int64_t>(file.bytes.size()) + model.thread_num * per_instance,
       .source = "ONNX file + " + std::to_string(model.thread_num) +
@@ -419,10 +453,19 @@ Result<std::unique_ptr<Session>> OpencvBackend::LoadSession(const ModelConfig& m
   const OpencvOptions o = ReadOptions(model, errors);
   MMS_RETURN_IF_ERROR(errors.ToStatus());
   MMS_ASSIGN_OR_RETURN(OnnxFile file, ReadOnnxFile(model));
+  MMS_RETURN_IF_ERROR(ProbeImport(file, model, ForwardRows(file, model)).status());
   const std::string key = model.name + ":" + std::to_string(model.version);
   if (o.threads > 0) MMS_RETURN_IF_ERROR(ClaimThreads(key, o.threads));
   return std::unique_ptr<Session>(
       std::make_unique<OpencvSession>(*this, model, std::move(file), o.threads > 0));
+}
+
+Result<std::string> OpencvBackend::ProbeFile(int fd, int64_t rows) const {
+  MMS_ASSIGN_OR_RETURN(std::string bytes, ReadWhole(fd, kMaxOnnxBytes));
+  MMS_ASSIGN_OR_RETURN(OnnxFile file, DescribeOnnx(std::move(bytes)));
+  MMS_ASSIGN_OR_RETURN(cv::dnn::Net net, Import(file.bytes));
+  const int forward_rows = static_cast<int>(std::clamp<int64_t>(rows, 1, 1 << 20));
+  return std::to_string(NetFootprint(net, file.model.signature, forward_rows));
 }
 
 }  // namespace mmserve

@@ -12,7 +12,9 @@
 // the first dimension: requests' rows are stacked into one blob; a graph with a fixed first
 // dimension B runs chunks of B rows, the last padded with zeros. Validation imports the graph
 // with OpenCV, so a model it cannot import (an operator or a form of one its 4.6 importer lacks)
-// is refused before anything loads, with the node and the operator named.
+// is refused before anything loads, with the node and the operator named. That import runs in a
+// probe child (file_probe.h), once per version of the file: a file that crashes OpenCV's
+// importer is refused with the signal named, and the server imports only bytes a probe survived.
 #pragma once
 
 #include <map>
@@ -34,6 +36,8 @@ class OpencvBackend final : public Backend {
 
   void Validate(ModelConfig& model, ConfigErrors& errors) const override;
   Result<MemoryEstimate> Estimate(const ModelConfig& model) const override;
+  // OpenCV's importer over an ONNX file: the bytes one Net holds at `rows` rows.
+  Result<std::string> ProbeFile(int fd, int64_t rows) const override;
 
   // The process-wide compute pool: sessions that set `threads` hold a claim on it.
   Status ClaimThreads(const std::string& model, int threads);

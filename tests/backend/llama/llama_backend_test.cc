@@ -18,6 +18,7 @@
 #include "runtime/host_runtime.h"
 #include "service/inference_service.h"
 #include "testing/models.h"
+#include "testing/probe_child.h"
 #include "testing/service_util.h"
 #include "testing/test_util.h"
 
@@ -602,3 +603,14 @@ TEST_F(LlamaBackendTest, AGenerationNotStreamedStopsWhenItsClientLeaves) {
 
 }  // namespace
 }  // namespace mmserve
+
+// In-process loads are probed in this binary started again (file_probe.h).
+int main(int argc, char** argv) {
+  return mmserve::testing::ProbeOrTest(
+      argc, argv, [](int fd, int64_t arg) -> mmserve::Result<std::string> {
+        mmserve::GgmlRuntime ggml;
+        mmserve::RuntimeGuard guard;
+        MMS_ASSIGN_OR_RETURN(mmserve::RuntimeLease lease, guard.Acquire(ggml, 0));
+        return mmserve::LlamaBackend(ggml).ProbeFile(fd, arg);
+      });
+}

@@ -10,6 +10,7 @@
 #include "config/config_parser.h"
 #include "runtime/host_runtime.h"
 #include "testing/models.h"
+#include "testing/probe_child.h"
 #include "testing/test_util.h"
 
 namespace mmserve {
@@ -182,3 +183,11 @@ TEST_F(OpencvBackendTest, TheProcessWideThreadPoolTakesOneValue) {
 
 }  // namespace
 }  // namespace mmserve
+
+// The importer's probes run in this binary started again (file_probe.h).
+int main(int argc, char** argv) {
+  return mmserve::testing::ProbeOrTest(argc, argv, [](int fd, int64_t rows) {
+    mmserve::HostRuntime host;
+    return mmserve::OpencvBackend(host).ProbeFile(fd, rows);
+  });
+}

@@ -29,7 +29,7 @@ APT_PACKAGES=(
   libboost-dev libboost-system-dev libyaml-cpp-dev nlohmann-json3-dev libsimdjson-dev libspdlog-dev libfmt-dev
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-numpy
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libopencv-dev libjpeg62-turbo-dev
-  python3-onnx
+  libseccomp-dev python3-onnx
   openssl
 )
 # Only the tests need these: the Python gRPC client, promtool (checks /metrics), and clang with

@@ -129,6 +129,7 @@ struct WorkerCommand {
   std::string channels;
   std::string regions;
   std::string model;  // for ps and /proc readers: which model this worker serves
+  bool sandbox = false;  // isolation: sandbox (backend/process/sandbox.h)
 
   void Add(CLI::App& app) {
     cmd = app.add_subcommand("worker", "a model's worker process (started by the server)");
@@ -138,9 +139,11 @@ struct WorkerCommand {
     cmd->add_option("--channels", channels)->required();
     cmd->add_option("--regions", regions)->required();
     cmd->add_option("--model", model);
+    cmd->add_flag("--sandbox", sandbox);
   }
   int Run() const {
-    mmserve::WorkerArgs args{.parent = static_cast<pid_t>(parent), .control = control};
+    mmserve::WorkerArgs args{
+        .parent = static_cast<pid_t>(parent), .control = control, .sandbox = sandbox};
     if (!ParseFds(channels, args.channels) || !ParseFds(regions, args.regions)) return 1;
     mmserve::BuiltIns builtins;
     mmserve::RuntimeGuard guard;

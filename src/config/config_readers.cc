@@ -45,22 +45,39 @@ std::optional<std::chrono::milliseconds> ReadDuration(
   return *parsed;
 }
 
+// Set by CMake on this file alone (MMSERVE_SECCOMP): whether backend/process/sandbox.cc can
+// enter a sandbox.
+#ifdef MMSERVE_HAVE_SECCOMP
+constexpr bool kBuiltWithSeccomp = true;
+#else
+constexpr bool kBuiltWithSeccomp = false;
+#endif
+
 Isolation ReadIsolation(ParamReader& r, Isolation fallback) {
   if (!r.Has("isolation")) return fallback;
-  return r.String("isolation", "none", {"none", "process"}) == "process" ? Isolation::kProcess
-                                                                         : Isolation::kNone;
+  const std::string value = r.String("isolation", "none", {"none", "process", "sandbox"});
+  return value == "process"   ? Isolation::kProcess
+         : value == "sandbox" ? Isolation::kSandbox
+                              : Isolation::kNone;
 }
 
 void CheckIsolation(ParamReader& r, const ModelConfig& m, bool supported) {
-  if (m.isolation != Isolation::kProcess) return;
+  if (!InWorker(m.isolation)) return;
+  const std::string found = m.isolation == Isolation::kSandbox ? "\"sandbox\"" : "\"process\"";
   if (m.execute_inline) {
     r.Error("isolation", "none with execution: inline (requests run on the server's threads)",
-            "\"process\"");
+            found);
   } else if (!supported) {
     r.Error("isolation",
             "none for backend " + m.backend + " task " + m.task +
                 " (this build has no worker process for it)",
-            "\"process\"");
+            found);
+  } else if (m.isolation == Isolation::kSandbox && !kBuiltWithSeccomp) {
+    r.Error("isolation", "none or process: this build has no seccomp (libseccomp-dev)", found);
+  } else if (m.isolation == Isolation::kSandbox && m.backend == "acl") {
+    // A card's driver is driven through ioctls, which the sandbox's allow list leaves out.
+    r.Error("isolation", "none or process for backend acl (the sandbox runs host models only)",
+            found);
   }
 }
 

@@ -25,8 +25,9 @@ std::string JoinInts(const std::vector<int>& values);  // "1, 2, 4"
 // A duration field (ParseDuration's forms); `fallback` when absent, or after an error.
 std::optional<std::chrono::milliseconds> ReadDuration(
     ParamReader& r, const std::string& key, std::optional<std::chrono::milliseconds> fallback);
-// `isolation`: none or process; `fallback` when absent. CheckIsolation: `isolation: process`
-// only where the build can run the model in a worker (`supported`), and not inline.
+// `isolation`: none, process or sandbox; `fallback` when absent. CheckIsolation: a worker only
+// where the build can run the model in one (`supported`), not inline; a sandbox only in a build
+// with libseccomp.
 Isolation ReadIsolation(ParamReader& r, Isolation fallback);
 void CheckIsolation(ParamReader& r, const ModelConfig& m, bool supported);
 // `priority`: high, normal, low or a level in 1..kMaxPriorityLevel.

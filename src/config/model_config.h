@@ -20,8 +20,12 @@ namespace mmserve {
 enum class LoadMode { kStartup, kOnDemand };
 
 // Where a model's engine runs: in the server's process, or in a worker process of its own
-// (`isolation: process`, backend/process/): a crash there takes down that model only.
-enum class Isolation { kNone, kProcess };
+// (`isolation: process`, backend/process/): a crash there takes down that model only; or in a
+// worker that, once loaded, runs sandboxed (`isolation: sandbox`, backend/process/sandbox.h):
+// no new privileges, a seccomp allow list, and an unprivileged user when started as root.
+enum class Isolation { kNone, kProcess, kSandbox };
+// Whether the model runs in a worker process (process or sandbox).
+inline bool InWorker(Isolation i) { return i != Isolation::kNone; }
 
 // Priority levels: 1 is the highest. `priority: high|normal|low` map onto 1, 2, 3.
 inline constexpr int kMaxPriorityLevel = 9;

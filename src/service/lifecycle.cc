@@ -310,8 +310,7 @@ Status Lifecycle::FinishLoad(ModelVersion& version, Backend& backend,
     MutexLock lock(version.mu);
     version.progress = progress;
   }
-  auto session = m.isolation == Isolation::kProcess ? LoadIsolated(m)
-                                                    : backend.Load(m, progress.get());
+  auto session = InWorker(m.isolation) ? LoadIsolated(m) : backend.Load(m, progress.get());
   {
     MutexLock lock(version.mu);
     version.progress.reset();

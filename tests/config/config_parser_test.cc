@@ -279,7 +279,29 @@ models:
   ASSERT_FALSE(config.ok());
   const std::string msg(config.status().message());
   EXPECT_THAT(msg, HasSubstr("models[0].isolation: expected none with execution: inline"));
-  EXPECT_THAT(msg, HasSubstr("models[1].isolation: expected one of none, process"));
+  EXPECT_THAT(msg, HasSubstr("models[1].isolation: expected one of none, process, sandbox"));
+}
+
+TEST_F(ConfigParserTest, ASandboxIsAWorkerAndItsEscapeHooksNeedOne) {
+  auto config = Parse(R"(
+models:
+  - {name: a, backend: identity, isolation: sandbox, params: {escape: open, escape_on: X}}
+)");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->models[0].isolation, Isolation::kSandbox);
+  EXPECT_TRUE(InWorker(config->models[0].isolation));
+  // The hooks that prove the sandbox would run unconfined anywhere else.
+  config = Parse(R"(
+models:
+  - {name: a, backend: identity, isolation: process, params: {escape: exec, escape_on: X}}
+  - {name: b, backend: identity, isolation: sandbox, execution: inline}
+)");
+  ASSERT_FALSE(config.ok());
+  const std::string msg(config.status().message());
+  EXPECT_THAT(msg, HasSubstr("models[0].params.escape: expected no escape hook without "
+                             "isolation: sandbox"));
+  EXPECT_THAT(msg, HasSubstr("models[1].isolation: expected none with execution: inline (requests "
+                             "run on the server's threads), found \"sandbox\""));
 }
 
 TEST_F(ConfigParserTest, RejectsAPathThatIsNotAFile) {

@@ -35,6 +35,7 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::HttpClient;
 using testing::ServerProcess;
 using Server = testing::ConfiguredServer;
@@ -502,6 +503,82 @@ TEST(IsolationTest, IsolatedGenerationEqualsInProcessStreamedOrNot) {
   }
   EXPECT_EQ(mmserve["cancelled"], 6) << mmserve.dump();
   EXPECT_LT(mmserve["counters"]["generated_tokens"].get<int64_t>(), 6 * 900 / 4) << mmserve.dump();
+}
+
+// A field of /proc/PID/status ("Seccomp", "NoNewPrivs", "Uid"): its value, tabs as spaces.
+std::string StatusField(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) != 0) continue;
+    std::string value = line.substr(field.size() + 1);
+    std::replace(value.begin(), value.end(), '\t', ' ');
+    return value.substr(value.find_first_not_of(' '));
+  }
+  return "";
+}
+
+// isolation: sandbox (issue #40): embeddings, a generation and a vision model serve from
+// sandboxed workers as from process ones; identity hooks that try what an exploited engine
+// would (open /etc/passwd, connect a socket, exec) kill their worker with SIGSYS, reported as a
+// sandbox violation, while the other models serve on; the workers run as nobody when the server
+// runs as root, with no_new_privs and a seccomp filter.
+TEST(IsolationTest, ASandboxedWorkerServesAndIsKilledForWhatItMayNotDo) {
+  const std::string bert = testing::GeneratedModel("bert-tiny.gguf");
+  const std::string llama = testing::GeneratedModel("llama-tiny.gguf");
+  const std::string onnx = testing::GeneratedModel("classifier-tiny.onnx");
+  std::string yaml = "models:\n"
+                     "  - {name: emb, path: " + bert + ", task: embed, isolation: sandbox}\n"
+                     "  - {name: emb-iso, path: " + bert + ", task: embed, isolation: process}\n"
+                     "  - {name: llm, path: " + llama + ", isolation: sandbox}\n"
+                     "  - {name: cls, path: " + onnx + ", isolation: sandbox}\n";
+  for (const std::string escape : {"open", "connect", "exec"}) {
+    yaml += "  - name: " + escape + "\n    isolation: sandbox" + kEcho + "      escape: " +
+            escape + "\n      escape_on: ESCAPE\n";
+  }
+  Server server(yaml);
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  HttpClient client(server.process().port());
+  const json texts = {"the quick brown fox", "jumps over"};
+  auto embed = [&](const std::string& model) {
+    auto r = client.Post("/v1/embeddings", json{{"model", model}, {"input", texts}}.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body, nullptr, false)["data"];
+  };
+  EXPECT_EQ(embed("emb"), embed("emb-iso")) << "the sandbox changes no answer";
+  auto gen = client.Post("/v1/completions",
+                         json{{"model", "llm"}, {"prompt", "Once upon"}, {"max_tokens", 8}}.dump());
+  EXPECT_EQ(gen.status, 200) << gen.body;
+  const json image = {{"inputs", {{{"name", "images"}, {"datatype", "FP32"},
+                                   {"shape", {1, 3, 32, 32}},
+                                   {"data", std::vector<float>(3 * 32 * 32, 0.5f)}}}}};
+  EXPECT_EQ(client.Post("/v2/models/cls/infer", image.dump()).status, 200);
+  int sandboxed = 0;
+  for (const pid_t worker : Workers(server.process().pid())) {
+    std::ifstream in("/proc/" + std::to_string(worker) + "/cmdline");
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    if (cmdline.find(std::string("--sandbox") + '\0') == std::string::npos) continue;
+    ++sandboxed;
+    EXPECT_EQ(StatusField(worker, "NoNewPrivs"), "1") << worker;
+    EXPECT_EQ(StatusField(worker, "Seccomp"), "2") << worker;  // filter mode
+    if (::geteuid() == 0) {
+      EXPECT_THAT(StatusField(worker, "Uid"), ::testing::StartsWith("65534"));
+    }
+  }
+  EXPECT_EQ(sandboxed, 6) << "emb, llm, cls and the three escapes";
+  for (const std::string escape : {"open", "connect", "exec"}) {
+    SCOPED_TRACE(escape);
+    EXPECT_EQ(client.Post("/v2/models/" + escape + "/infer", TextBody("fine")).status, 200);
+    auto r = client.Post("/v2/models/" + escape + "/infer", TextBody("ESCAPE"));
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_THAT(r.body, HasSubstr("exited: SIGSYS, a sandbox violation")) << r.body;
+    EXPECT_TRUE(UntilServing(client, escape)) << "the worker restarts, sandboxed again";
+  }
+  EXPECT_EQ(embed("emb").size(), 2u) << "the other models served on";
+  EXPECT_EQ(client.Post("/v2/models/cls/infer", image.dump()).status, 200);
+  gen = client.Post("/v1/completions",
+                    json{{"model", "llm"}, {"prompt", "Once upon"}, {"max_tokens", 8}}.dump());
+  EXPECT_EQ(gen.status, 200) << gen.body;
+  EXPECT_THAT(server.process().Log(), Not(HasSubstr("'emb' exited")));
 }
 
 }  // namespace

@@ -1,6 +1,13 @@
 #include "backend/identity/identity_backend.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <condition_variable>
@@ -34,6 +41,8 @@ struct IdentityOptions {
   std::string crash_on;
   int64_t crash_after = 0;
   int crash_signal = SIGSEGV;
+  std::string escape;     // a sandbox test: "open", "connect" or "exec"
+  std::string escape_on;  // the marker that makes an execution try it
 };
 
 std::vector<std::string> DataTypeNames() {
@@ -88,6 +97,13 @@ IdentityOptions ReadOptions(const ModelConfig& model, ConfigErrors& errors) {
   o.crash_on = r.String("crash_on", "");
   o.crash_after = r.Int("crash_after", 0, 0, int64_t{1} << 40);
   o.crash_signal = r.String("crash_signal", "segv", {"segv", "abort"}) == "abort" ? SIGABRT : SIGSEGV;
+  o.escape = r.String("escape", "", {"", "open", "connect", "exec"});
+  o.escape_on = r.String("escape_on", "");
+  // A hook that escapes a process must never run in the server's: it proves the sandbox.
+  if (!o.escape.empty() && model.isolation != Isolation::kSandbox) {
+    r.Error("escape", "no escape hook without isolation: sandbox (it would run unconfined)",
+            "\"" + o.escape + "\"");
+  }
   r.Finish();
   return o;
 }
@@ -98,6 +114,30 @@ IdentityOptions ReadOptions(const ModelConfig& model, ConfigErrors& errors) {
   std::signal(signal, SIG_DFL);
   std::raise(signal);
   std::abort();  // raise() of an unblocked signal with its default action does not return
+}
+
+// The sandbox test: what an exploited engine would try. Returns only when it was not stopped
+// (the sandbox kills the process first): the error says what got through.
+Status Escape(const std::string& how) {
+  if (how == "open") {
+    const int fd = ::open("/etc/passwd", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    return Internal("escape: open(/etc/passwd) returned " + std::to_string(fd));
+  }
+  if (how == "connect") {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(9);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int rc = fd < 0 ? -1 : ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    if (fd >= 0) ::close(fd);
+    return Internal("escape: socket returned " + std::to_string(fd) + ", connect " +
+                    std::to_string(rc));
+  }
+  char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+  ::execv(argv[0], argv);
+  return Internal("escape: exec failed: " + std::string(std::strerror(errno)));
 }
 
 // An execution that never sleeps: no injected latency, no hang.
@@ -217,6 +257,7 @@ Status IdentityInstance::Execute(Execution& execution) {
   if (o.crash_after > 0 && call == static_cast<uint64_t>(o.crash_after)) Crash(o.crash_signal);
   for (const auto& item : batch) {
     if (HasMarker(*item.request, o.crash_on)) Crash(o.crash_signal);
+    if (!o.escape.empty() && HasMarker(*item.request, o.escape_on)) return Escape(o.escape);
   }
   const auto latency = o.latency + o.latency_per_item * static_cast<int64_t>(batch.size());
   if (latency.count() > 0 && !Wait(latency)) {

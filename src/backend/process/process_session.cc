@@ -225,6 +225,7 @@ Result<std::shared_ptr<Worker>> ProcessSession::Spawn() {
                                    "--log-level", LogLevelName(), "--log-format",
                                    CurrentLogFormat() == LogFormat::kJson ? "json" : "text",
                                    "--no-access-log"};
+  if (model_.isolation == Isolation::kSandbox) args.push_back("--sandbox");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -302,6 +303,10 @@ void ProcessSession::Watch(Worker& worker) {
   for (SharedRegion& r : worker.regions) r.Close();
   MutexLock lock(mu_);
   worker.exit_reason = DescribeExit(status);
+  if (model_.isolation == Isolation::kSandbox && WIFSIGNALED(status) &&
+      WTERMSIG(status) == SIGSYS) {
+    worker.exit_reason += ", a sandbox violation: a system call isolation: sandbox forbids";
+  }
   worker.exited = true;
   if (current_.get() == &worker) current_.reset();
   NoteExit(worker.exit_reason, ExitMessage(worker.exit_reason));

@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <latch>
 #include <map>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
+#include "backend/process/sandbox.h"
 #include "backend/process/shared_region.h"
 #include "backend/process/worker_spec.h"
 #include "backend/process/worker_wire.h"
@@ -29,10 +32,53 @@ void AwaitWork(Instance& instance, Ready ready) {
   instance.Release();
 }
 
+// Each channel's thread makes its instance, then waits for the process to enter the sandbox
+// (or not) before it serves: instances are made with everything a load may need.
+class StartGate {
+ public:
+  StartGate(size_t channels, bool sandbox)
+      : sandbox_(sandbox), made_(static_cast<std::ptrdiff_t>(channels)) {}
+  bool sandbox() const { return sandbox_; }
+  // A channel's instance is made (or failed): waits for the start.
+  void InstanceMade() {
+    made_.count_down();
+    started_.wait();
+  }
+  void WaitForInstances() { made_.wait(); }
+  void Start() { started_.count_down(); }
+
+ private:
+  const bool sandbox_;
+  std::latch made_;
+  std::latch started_{1};
+};
+
+// Before a sandbox: one execution of the session's warm-up request on `instance`, so that what
+// engines set up on their first execution (thread pools, the C library's arenas, what they read
+// of /sys) is set up while the process may still open files.
+void WarmUp(Session& session, Instance& instance) {
+  auto request = session.WarmupRequest(1);
+  if (!request) return;
+  if (session.style() == ExecutionStyle::kContinuous) {
+    auto& generator = static_cast<ContinuousInstance&>(instance);
+    bool done = false;  // completed on this thread, by Step()
+    request->done = [&done](Result<InferResponse>) { done = true; };
+    generator.Admit(std::move(request));
+    while (!done && !generator.idle()) generator.Step();
+    return;
+  }
+  std::vector<BatchItem> items(1);
+  items[0].request = request.get();
+  Execution execution{.items = BatchView(items), .tier = 1};
+  (void)instance.Execute(execution);
+}
+
 // One channel of a batch session: batches in, results out through its shared region, on the
 // instance this thread created. Ends when the channel closes.
-void ServeBatches(Session& session, int index, SharedRegion& region) {
+void ServeBatches(Session& session, int index, SharedRegion& region, StartGate& gate) {
   auto instance = session.CreateInstance(index);
+  if (instance.ok() && gate.sandbox()) WarmUp(session, **instance);
+  gate.InstanceMade();
   if (!instance.ok()) {
     spdlog::error("worker instance {}: {}", index, instance.status().ToString());
   }
@@ -76,7 +122,7 @@ void ServeBatches(Session& session, int index, SharedRegion& region) {
 
 // One channel of a continuous session (generation): its slots out first; then sequences and
 // cancellations in, between steps of the instance; their pieces and ends out as they come.
-void ServeSequences(Session& session, int index, int fd) {
+void ServeSequences(Session& session, int index, int fd, StartGate& gate) {
   // Declared before the instance: its requests' callbacks use them until it is gone.
   // The sequences admitted and not yet done, and whether the server cancelled each: a cancel
   // that crosses the sequence's end finds nothing and leaves nothing behind.
@@ -88,6 +134,8 @@ void ServeSequences(Session& session, int index, int fd) {
   FrameReader reader;
   std::string in, out;
   auto base = session.CreateInstance(index);
+  if (base.ok() && gate.sandbox()) WarmUp(session, **base);
+  gate.InstanceMade();
   if (!base.ok()) {
     spdlog::error("worker instance {}: {}", index, base.status().ToString());
     return;
@@ -165,11 +213,11 @@ TokenizerReply AnswerQuery(const Session& session, std::string_view payload) {
 // Serves channel `index` with the session's style, then closes it: the server reads its end.
 // Only batches use the channel's shared region: generation's prompts and pieces are small and
 // stream both ways at once, on the socket.
-void ServeChannel(Session& session, int index, int fd, SharedRegion& region) {
+void ServeChannel(Session& session, int index, int fd, SharedRegion& region, StartGate& gate) {
   if (session.style() == ExecutionStyle::kContinuous) {
-    ServeSequences(session, index, fd);
+    ServeSequences(session, index, fd, gate);
   } else {
-    ServeBatches(session, index, region);
+    ServeBatches(session, index, region, gate);
   }
   region.Close();
   (void)::shutdown(fd, SHUT_RDWR);
@@ -178,12 +226,13 @@ void ServeChannel(Session& session, int index, int fd, SharedRegion& region) {
 // The model's session, loaded as the server's spec says; the error is told to the server.
 Result<std::unique_ptr<Session>> LoadFromSpec(int control, const BackendRegistry& backends,
                                               RuntimeGuard& guard, RuntimeLease& lease,
-                                              size_t channels, bool& host_memory) {
+                                              size_t channels, bool sandbox, bool& host_memory) {
   std::string payload;
   FrameReader reader;
   MMS_ASSIGN_OR_RETURN(FrameKind kind, reader.Read(control, payload));
   if (kind != FrameKind::kInit) return InvalidArgument("worker: expected the model's spec first");
   MMS_ASSIGN_OR_RETURN(ModelConfig model, DecodeWorkerSpec(payload));
+  if (sandbox) model.isolation = Isolation::kSandbox;  // what the backend may check it for
   if (static_cast<size_t>(model.thread_num) != channels) {
     return InvalidArgument("worker: the spec's thread_num does not match its channels");
   }
@@ -220,17 +269,27 @@ int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGu
   RuntimeLease lease;
   bool host_memory = false;
   auto session =
-      LoadFromSpec(args.control, backends, guard, lease, args.channels.size(), host_memory);
+      LoadFromSpec(args.control, backends, guard, lease, args.channels.size(), args.sandbox,
+                   host_memory);
   if (!session.ok()) {
     (void)WriteFrame(args.control, FrameKind::kFailed, EncodeStatus(session.status()));
     return 1;
   }
   if (!WriteFrame(args.control, FrameKind::kReady, EncodeWorkerFacts(**session, host_memory)).ok()) return 1;
+  StartGate gate(args.channels.size(), args.sandbox);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < args.channels.size(); ++i) {
     threads.emplace_back(ServeChannel, std::ref(**session), static_cast<int>(i), args.channels[i],
-                         std::ref(regions[i]));
+                         std::ref(regions[i]), std::ref(gate));
   }
+  if (args.sandbox) {
+    gate.WaitForInstances();
+    if (Status s = EnterSandbox(); !s.ok()) {
+      spdlog::error("model worker: {}; exiting", s.ToString());
+      std::_Exit(3);  // nothing may serve outside the sandbox it asked for
+    }
+  }
+  gate.Start();
   // The control socket: the server's tokenizer queries, until it closes it.
   std::string query, reply;
   FrameReader control;

@@ -16,11 +16,14 @@ struct WorkerArgs {
   int control = -1;           // the control socket: kInit in, kReady/kFailed out
   std::vector<int> channels;  // one socket per instance: kBatch in, kResults out
   std::vector<int> regions;   // one memfd per channel (shared_region.h), as many as channels
+  bool sandbox = false;       // `isolation: sandbox`: enter it once the instances are made
 };
 
 // Loads the model the control socket names (its runtime's only initialization in this
 // process), answers batches on each channel with an instance on a thread of its own, and
 // returns, with everything torn down in reverse, once the server closes the control socket.
+// With `sandbox`, every instance is made first, then the process enters the sandbox
+// (sandbox.h), then the channels serve.
 // The process's exit code: 0, or 1 when the parent is not the server or the load failed.
 int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGuard& guard);
 

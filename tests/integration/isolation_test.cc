@@ -505,6 +505,30 @@ TEST(IsolationTest, IsolatedGenerationEqualsInProcessStreamedOrNot) {
   EXPECT_LT(mmserve["counters"]["generated_tokens"].get<int64_t>(), 6 * 900 / 4) << mmserve.dump();
 }
 
+// Round 2, F10: for a generator whose worker had stopped, the watchdog said "has run 4 ms,
+// 300 ms past its deadline": the time of the step in progress (the server polls a worker's
+// sequences in 5 ms steps), not of the sequence that outlived its deadline.
+TEST(IsolationTest, AStoppedGeneratorIsReportedWithItsSequencesTimeNotAStepsTime) {
+  const std::string llama = testing::GeneratedModel("llama-tiny.gguf");
+  Server server("models:\n  - {name: gen, path: " + llama +
+                ", task: generate, isolation: process, timeout_ms: 600, watchdog_margin_ms: 300}\n");
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  const auto workers = Workers(server.process().pid());
+  ASSERT_EQ(workers.size(), 1u);
+  HttpClient client(server.process().port());
+  const std::string body =
+      json{{"model", "gen"}, {"prompt", "Once upon a time"}, {"max_tokens", 8}}.dump();
+  ASSERT_EQ(client.Post("/v1/completions", body).status, 200);  // the worker's slots are bound
+  ASSERT_EQ(::kill(workers[0], SIGSTOP), 0);
+  auto r = client.Post("/v1/completions", body);
+  ::kill(workers[0], SIGCONT);
+  EXPECT_EQ(r.status, 504) << r.body;
+  const size_t ran = r.body.find("has run ");
+  ASSERT_NE(ran, std::string::npos) << r.body;
+  // The sequence began before its deadline and is reported at least the margin after it.
+  EXPECT_GE(std::stol(r.body.substr(ran + 8)), 300) << r.body;
+}
+
 // A field of /proc/PID/status ("Seccomp", "NoNewPrivs", "Uid"): its value, tabs as spaces.
 std::string StatusField(pid_t pid, const std::string& field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");

@@ -123,6 +123,11 @@ Result<KeyValues> ReadKeyValues(Cursor& c, uint64_t n_kv, const std::string& pat
     uint32_t type = 0;
     if (!c.String(key) || !c.Read(type)) return Corrupt(path, "its key-value section is cut short");
     if (key.empty()) return Corrupt(path, "key " + std::to_string(i) + " is empty");
+    // llama.cpp looks keys up as C strings: "general.alignment\0x" would be its
+    // general.alignment, and this reader's an unknown key (found by gguf_fuzzer).
+    if (key.find('\0') != std::string_view::npos) {
+      return Corrupt(path, "key " + std::to_string(i) + " holds a NUL byte");
+    }
     if (type >= kTypeCount) return Corrupt(path, "a key has the unknown type " + std::to_string(type));
     auto [entry, fresh] = kv.keys.emplace(key, Key{.type = static_cast<GgufType>(type)});
     if (!fresh) {

@@ -201,6 +201,10 @@ TEST(GgufSummaryTest, RefusesWhatLlamaCppsReaderRefuses) {
   bad = good;
   bad.kvs.push_back(Gguf::Str("general.alignment", "32"));
   EXPECT_THAT(both("aligntype.gguf", bad).status().message(), HasSubstr("not a u32"));
+  // llama.cpp finds keys as C strings: this is its general.alignment, of the wrong type.
+  bad = good;
+  bad.kvs.push_back(Gguf::Str(std::string("general.alignment\0\0\0", 20), "32"));
+  EXPECT_THAT(both("nulkey.gguf", bad).status().message(), HasSubstr("holds a NUL byte"));
 }
 
 // A summary is kept while the file stays the same, and read again once it changes: a model file

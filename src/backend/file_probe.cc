@@ -221,7 +221,8 @@ Result<std::string> RunProbe(const ProbeSpec& spec) {
   return Outcome(spec, args[0], *status, out.get(), err.get());
 }
 
-Result<std::string> ProbeOnce(const ProbeSpec& spec, const FileIdentity& identity) {
+Result<std::string> ProbeOnce(ProbeSpec spec, const FileIdentity& identity,
+                              const std::function<Result<Fd>()>& open_file) {
   using Key = std::tuple<dev_t, ino_t, int64_t, int64_t, int64_t, std::string, int64_t,
                          std::vector<std::string>>;
   static std::mutex mu;
@@ -232,6 +233,11 @@ Result<std::string> ProbeOnce(const ProbeSpec& spec, const FileIdentity& identit
   {
     std::lock_guard lock(mu);
     if (auto it = kept.find(key); it != kept.end()) return it->second;
+  }
+  Fd opened;
+  if (open_file) {
+    MMS_ASSIGN_OR_RETURN(opened, open_file());
+    spec.fd = opened.get();
   }
   Result<std::string> outcome = RunProbe(spec);
   const StatusCode code = outcome.ok() ? StatusCode::kOk : outcome.status().code();

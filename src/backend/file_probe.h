@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,7 +72,10 @@ Result<std::string> RunProbe(const ProbeSpec& spec);
 // RunProbe's outcome for the file at `spec.fd` whose identity is `identity`, kept for the next
 // probe of the same file version and command. Outcomes that say nothing of the file (a child
 // that could not start, or ran out of time on a loaded machine) are not kept.
-Result<std::string> ProbeOnce(const ProbeSpec& spec, const FileIdentity& identity);
+// `open_file`, when given, makes the descriptor the child reads (it becomes `spec.fd`), and is
+// called only when no outcome is kept: a copy of a large file costs nothing on the next probe.
+Result<std::string> ProbeOnce(ProbeSpec spec, const FileIdentity& identity,
+                              const std::function<Result<Fd>()>& open_file = nullptr);
 
 // The bytes of the regular file at `path` (at most `max_bytes`) and the identity they were
 // read at; an error that names the file when it cannot be read or changed while it was.

@@ -71,6 +71,15 @@ TEST(FileProbeTest, AnOutcomeIsKeptPerFileVersionAndAWriteMakesANewOne) {
   identity = IdentityOf(fd.get());
   EXPECT_EQ(*ProbeOnce(spec, *identity), "fine");
   EXPECT_EQ(testing::ReadFile(runs), "run\nrun\n");
+  // A descriptor made for the child (a copy of the bytes) is made only when the child runs.
+  int opened = 0;
+  const auto open_file = [&]() -> Result<Fd> {
+    ++opened;
+    return SealedCopy("second");
+  };
+  EXPECT_EQ(*ProbeOnce(spec, *identity, open_file), "fine");
+  EXPECT_EQ(opened, 0);
+  EXPECT_EQ(testing::ReadFile(runs), "run\nrun\n");
 }
 
 TEST(FileProbeTest, ABinaryThatDoesNotServeProbesNeverStartsItselfAsTheChild) {

@@ -186,15 +186,15 @@ int ForwardRows(const OnnxFile& file, const ModelConfig& model) {
 // file: the bytes one Net holds at `rows` rows, or why the importer refused (or died of) it.
 // Nothing imports the bytes in the server before this has answered.
 Result<int64_t> ProbeImport(const OnnxFile& file, const ModelConfig& model, int rows) {
-  MMS_ASSIGN_OR_RETURN(Fd copy, SealedCopy(file.bytes));
   const int64_t size = static_cast<int64_t>(file.bytes.size());
   ProbeSpec spec{.backend = "opencv",
                  .arg = rows,
                  .what = "OpenCV 4.6's ONNX importer",
                  .file = model.path.filename().string(),
-                 .fd = copy.get(),
                  .address_space_bytes = (int64_t{4} << 30) + 4 * size};
-  MMS_ASSIGN_OR_RETURN(std::string answer, ProbeOnce(spec, file.identity));
+  MMS_ASSIGN_OR_RETURN(std::string answer, ProbeOnce(spec, file.identity, [&] {
+                         return SealedCopy(file.bytes);  // the bytes the server imports
+                       }));
   auto footprint = ParseInt64(answer);
   if (!footprint || *footprint < 0) {
     return Internal("the ONNX import probe answered '" + Abbreviate(answer, 40) + "'");

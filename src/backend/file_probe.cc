@@ -167,8 +167,7 @@ Result<std::string> Outcome(const ProbeSpec& spec, const std::string& program, i
   const std::string said = words.empty() ? "" : ": " + words;
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
-    const char* abbrev = sigabbrev_np(sig);
-    const std::string name = abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+    const std::string name = SignalName(sig);
     const char* why = sig == SIGXCPU ? "its CPU time limit"
                       : sig == SIGKILL ? "killed, likely for memory"
                                        : strsignal(sig);

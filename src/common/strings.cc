@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>  // sigabbrev_np
 #include <cstdint>
 #include <cstdio>
 #include <numeric>
@@ -184,6 +185,11 @@ std::optional<int64_t> CheckedMul(int64_t a, int64_t b) {
   int64_t out;
   if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
   return out;
+}
+
+std::string SignalName(int signal) {
+  const char* abbrev = sigabbrev_np(signal);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signal);
 }
 
 }  // namespace mmserve

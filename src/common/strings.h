@@ -31,6 +31,8 @@ std::string Abbreviate(std::string_view text, size_t max_chars = 40);
 // UTF-8 C1 controls (U+0080..U+009F) as \u0080..\u009f. For text that reaches a log line or a
 // terminal: a raw newline forges a line, an escape sequence takes the terminal over.
 std::string EscapeControl(std::string_view text);
+// A signal's name as `kill -l` spells it with its prefix: "SIGSEGV"; "signal 77" when unknown.
+std::string SignalName(int signal);
 // A whole decimal integer ("-12", "+7"; no spaces, no other characters) that fits in int64_t,
 // else nullopt. Linear, no locale, no exceptions.
 std::optional<int64_t> ParseInt64(std::string_view text);

@@ -1,5 +1,7 @@
 #include "common/strings.h"
 
+#include <csignal>
+
 #include <gtest/gtest.h>
 
 namespace mmserve {
@@ -42,6 +44,12 @@ TEST(StringsTest, AbbreviateCutsOnACharacterBoundary) {
   EXPECT_EQ(Abbreviate("short", 10), "short");
   EXPECT_EQ(Abbreviate("abcdefgh", 4), "abcd...");
   EXPECT_EQ(Abbreviate("ab\xc3\xa9", 3), "ab...");  // not half of the é
+}
+
+TEST(StringsTest, SignalNameSpellsKnownSignalsAndNumbersTheRest) {
+  EXPECT_EQ(SignalName(SIGSEGV), "SIGSEGV");
+  EXPECT_EQ(SignalName(SIGSYS), "SIGSYS");
+  EXPECT_EQ(SignalName(77), "signal 77");
 }
 
 TEST(StringsTest, EscapeControlEscapesC0C1AndDelAndLeavesTextAlone) {

@@ -51,10 +51,7 @@ std::string LogLevelName() {
 
 // "SIGSEGV", "exit code 3".
 std::string DescribeExit(int status) {
-  if (WIFSIGNALED(status)) {
-    const char* abbrev = sigabbrev_np(WTERMSIG(status));
-    return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(WTERMSIG(status));
-  }
+  if (WIFSIGNALED(status)) return SignalName(WTERMSIG(status));
   if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
   return "status " + std::to_string(status);
 }

@@ -20,5 +20,17 @@ rss_kib() {
   done
   echo "$total"
 }
+# echo_and_embed_bodies: $TMP/echo.json (140 INT32s in X, about 1 KB of JSON, for an identity
+# model) and $TMP/embed.json (one sentence in TEXT, for an embedder).
+echo_and_embed_bodies() {
+  python3 - "$TMP/echo.json" <<'PY'
+import json, sys
+data = list(range(100000, 100140))
+body = {"inputs": [{"name": "X", "datatype": "INT32", "shape": [len(data)], "data": data}]}
+open(sys.argv[1], "w").write(json.dumps(body, separators=(",", ":")))
+PY
+  printf '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[1],"data":["%s"]}]}' \
+    "The quick brown fox jumps over the lazy dog near the river bank." >"$TMP/embed.json"
+}
 # stop PID: stops a server started in the background and waits for it.
 stop() { kill "$1"; wait "$1" 2>/dev/null || true; }

@@ -15,14 +15,7 @@ MODEL="$ROOT/models/generated/bert-$SIZE.gguf"
 source "$ROOT/bench/lib.sh"
 ensure_model "$MODEL" "$SIZE"
 
-python3 - "$TMP/echo.json" <<'PY'
-import json, sys
-data = list(range(100000, 100140))
-body = {"inputs": [{"name": "X", "datatype": "INT32", "shape": [len(data)], "data": data}]}
-open(sys.argv[1], "w").write(json.dumps(body, separators=(",", ":")))
-PY
-printf '{"inputs":[{"name":"TEXT","datatype":"BYTES","shape":[1],"data":["%s"]}]}' \
-  "The quick brown fox jumps over the lazy dog near the river bank." >"$TMP/embed.json"
+echo_and_embed_bodies
 
 PORT="$(free_port)"
 {

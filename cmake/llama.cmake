@@ -14,12 +14,16 @@ endif()
 set(MMSERVE_LLAMA_PREFIX "${CMAKE_SOURCE_DIR}/.deps/llama-${_variant}" CACHE PATH
     "Install prefix of the llama.cpp build")
 
-if(NOT EXISTS "${MMSERVE_LLAMA_PREFIX}/lib/cmake/llama/llama-config.cmake")
+# llama.cpp's `common` library (chat templates, tool-call parsing, JSON schema → grammar) is
+# built in the same tree; its install rules install nothing, so its archives are copied into the
+# prefix, and their presence says the prefix is complete.
+set(_build "${MMSERVE_LLAMA_PREFIX}-build")
+if(NOT EXISTS "${MMSERVE_LLAMA_PREFIX}/lib/cmake/llama/llama-config.cmake" OR
+   NOT EXISTS "${MMSERVE_LLAMA_PREFIX}/lib/libllama-common.a")
   if(NOT EXISTS "${MMSERVE_LLAMA_SOURCE}/include/llama.h")
     message(FATAL_ERROR "llama.cpp source not found in ${MMSERVE_LLAMA_SOURCE}: run scripts/setup.sh")
   endif()
   message(STATUS "Building llama.cpp (${_variant}) into ${MMSERVE_LLAMA_PREFIX}; the first build takes minutes")
-  set(_build "${MMSERVE_LLAMA_PREFIX}-build")
   find_program(_ccache ccache)
   set(_launcher "")
   if(_ccache)
@@ -31,7 +35,7 @@ if(NOT EXISTS "${MMSERVE_LLAMA_PREFIX}/lib/cmake/llama/llama-config.cmake")
             -DCMAKE_C_FLAGS=-w -DCMAKE_CXX_FLAGS=-w
             -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON
             -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF
-            -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF
+            -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON
             -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
             -DGGML_CUDA=${MMSERVE_CUDA} -DGGML_CANN=${MMSERVE_CANN}
     OUTPUT_QUIET RESULT_VARIABLE _rc)
@@ -46,6 +50,18 @@ if(NOT EXISTS "${MMSERVE_LLAMA_PREFIX}/lib/cmake/llama/llama-config.cmake")
   if(NOT _rc EQUAL 0)
     message(FATAL_ERROR "installing llama.cpp failed (${_rc})")
   endif()
+  file(COPY ${_build}/common/libllama-common-base.a ${_build}/vendor/cpp-httplib/libcpp-httplib.a
+       ${_build}/common/libllama-common.a DESTINATION ${MMSERVE_LLAMA_PREFIX}/lib)
 endif()
 
 find_package(llama REQUIRED CONFIG PATHS "${MMSERVE_LLAMA_PREFIX}" NO_DEFAULT_PATH)
+
+# llama-common, as an imported target: its headers from the source tree. Its JSON type
+# (common_json) hides the vendored nlohmann 3.12 behind a pimpl, so mmserve's Debian nlohmann
+# 3.11 never meets it.
+add_library(mms_llama_common STATIC IMPORTED GLOBAL)
+set_target_properties(mms_llama_common PROPERTIES
+  IMPORTED_LOCATION "${MMSERVE_LLAMA_PREFIX}/lib/libllama-common.a"
+  INTERFACE_LINK_LIBRARIES
+    "${MMSERVE_LLAMA_PREFIX}/lib/libllama-common-base.a;${MMSERVE_LLAMA_PREFIX}/lib/libcpp-httplib.a;llama")
+set(MMSERVE_LLAMA_COMMON_INCLUDES "${MMSERVE_LLAMA_SOURCE}/common")

@@ -38,7 +38,7 @@ APT_PACKAGES=(
 # what the deployment test renders and reads manifests with (kubectl kustomize, PyYAML), and the
 # browser the status page is tested in (driven by playwright-core from npm, scripts/test.sh).
 TEST_PACKAGES=(python3-grpcio python3-protobuf prometheus clang-14 libclang-rt-14-dev python3-opencv opencv-doc
-  python3-yaml chromium)
+  python3-yaml python3-jsonschema chromium)
 
 install_packages() {
   local missing=() wanted=("${APT_PACKAGES[@]}")

@@ -5,6 +5,9 @@ demo and benchmarks need no download.
   llama-<size>.gguf   a llama decoder (tokenizer: the bundle's ggml-vocab-llama-spm.gguf)
   bert-<size>.gguf    a BERT embedder, mean pooling (tokenizer: ggml-vocab-bert-bge.gguf)
   rerank-<size>.gguf  a BERT cross-encoder with a classification head, rank pooling
+  chat-<vocab>.gguf   a small llama decoder with the tokenizer and chat template of one of the
+                      bundle's vocabularies that ship one (qwen2, qwen35, phi-3, gemma-4,
+                      command-r): tool calls, structured output and template tests
 
 Sizes: tiny (tests, demo) and base (benchmarks: BERT-base dimensions, ~110M parameters; a
 ~0.5B-parameter decoder with F16 2-D weights). Embedding tables and 1-D tensors stay F32: BERT on
@@ -27,7 +30,14 @@ SIZES = {
     ("llama", "base"): (1024, 32, 16, 2816, 2048),
     ("bert", "tiny"): (64, 2, 1, 256, 512),
     ("bert", "base"): (768, 12, 12, 3072, 512),
+    ("llama", "chat"): (64, 1, 2, 128, 4096),
 }
+
+# The bundle's vocabularies that carry tokenizer.chat_template. Two of them are given a newer
+# template of the same family from the bundle's models/templates (their own is plain ChatML):
+# Qwen2.5's (tool calls in <tool_call> tags) and Qwen3.5's (reasoning, XML tool calls).
+CHAT_VOCABS = ["qwen2", "qwen35", "phi-3", "gemma-4", "command-r"]
+CHAT_TEMPLATES = {"qwen2": "Qwen-Qwen2.5-7B-Instruct.jinja", "qwen35": "Qwen3.5-4B.jinja"}
 
 
 class Weights:
@@ -52,11 +62,13 @@ class Weights:
         return np.zeros(n, dtype=np.float32)
 
 
-def copy_tokenizer(writer, vocab_path):
+def copy_tokenizer(writer, vocab_path, chat_template=None):
     reader = gguf.GGUFReader(vocab_path)
     n_tokens = 0
+    if chat_template is not None:
+        writer.add_chat_template(chat_template)
     for key, field in reader.fields.items():
-        if not key.startswith("tokenizer."):
+        if not key.startswith("tokenizer.") or (chat_template is not None and key == "tokenizer.chat_template"):
             continue
         value = field.contents()
         if field.types[0] == gguf.GGUFValueType.ARRAY:
@@ -68,12 +80,12 @@ def copy_tokenizer(writer, vocab_path):
     return n_tokens
 
 
-def write_llama(path, size, vocab, seed, f16):
+def write_llama(path, size, vocab, seed, f16, tied=False, chat_template=None):
     E, L, H, F, ctx = SIZES[("llama", size)]
     w = Weights(seed, f16)
     writer = gguf.GGUFWriter(path, "llama")
     writer.add_name(f"mmserve-llama-{size}")
-    V = copy_tokenizer(writer, vocab)
+    V = copy_tokenizer(writer, vocab, chat_template)
     writer.add_context_length(ctx)
     writer.add_embedding_length(E)
     writer.add_block_count(L)
@@ -85,9 +97,12 @@ def write_llama(path, size, vocab, seed, f16):
     writer.add_rope_freq_base(10000.0)
     writer.add_vocab_size(V)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
-    writer.add_tensor("token_embd.weight", w.table(V, E))
+    # A chat model's vocabulary is large (up to 262k): its table doubles as the output (tied) and
+    # is F16, so that five of them stay small.
+    writer.add_tensor("token_embd.weight", w.table(V, E).astype(np.float16) if tied else w.table(V, E))
     writer.add_tensor("output_norm.weight", w.ones(E))
-    writer.add_tensor("output.weight", w.matrix(V, E))
+    if not tied:
+        writer.add_tensor("output.weight", w.matrix(V, E))
     for i in range(L):
         p = f"blk.{i}."
         writer.add_tensor(p + "attn_norm.weight", w.ones(E))
@@ -172,6 +187,15 @@ def main():
             (f"bert-{size}.gguf", lambda p: write_bert(p, size, bge, args.seed + 1, f16, False)),
             (f"rerank-{size}.gguf", lambda p: write_bert(p, size, bge, args.seed + 2, f16, True)),
         ]
+        if size == "tiny":
+            for v in CHAT_VOCABS:
+                vocab = os.path.join(args.vocab_dir, f"ggml-vocab-{v}.gguf")
+                template = None
+                if v in CHAT_TEMPLATES:
+                    with open(os.path.join(args.vocab_dir, "templates", CHAT_TEMPLATES[v])) as f:
+                        template = f.read()
+                jobs.append((f"chat-{v}.gguf",
+                             lambda p, vocab=vocab, t=template: write_llama(p, "chat", vocab, args.seed + 3, False, tied=True, chat_template=t)))
         for name, write in jobs:
             path = os.path.join(args.out, name)
             if os.path.exists(path):

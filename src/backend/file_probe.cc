@@ -131,7 +131,8 @@ Result<pid_t> Spawn(const ProbeSpec& spec, std::vector<std::string>& args, int i
   argv.push_back(nullptr);
   const rlimit memory{static_cast<rlim_t>(spec.address_space_bytes),
                       static_cast<rlim_t>(spec.address_space_bytes)};
-  const rlimit cpu{static_cast<rlim_t>(spec.cpu.count()), static_cast<rlim_t>(spec.cpu.count())};
+  // SIGXCPU at the soft limit (reported as the CPU limit), SIGKILL a little later if ignored.
+  const rlimit cpu{static_cast<rlim_t>(spec.cpu.count()), static_cast<rlim_t>(spec.cpu.count() + 5)};
   const rlimit none{0, 0};
   const rlimit written{kMaxWrittenBytes, kMaxWrittenBytes};
   sigset_t all;

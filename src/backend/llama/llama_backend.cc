@@ -12,6 +12,7 @@
 
 #include "backend/file_probe.h"
 #include "backend/llama/gguf_summary.h"
+#include "backend/llama/llama_chat.h"
 #include "backend/llama/llama_encoder.h"
 #include "backend/llama/llama_generator.h"
 #include "common/pages.h"
@@ -51,6 +52,33 @@ double ContextBytes(const LlamaOptions& o, const GgufSummary& gguf, bool generat
     bytes += 1024.0 * n_batch;  // outputs
   }
   return bytes;
+}
+
+// params.chat_template as the template's text: a built-in name or Jinja stays as written; a
+// `.jinja` file is read from the model's folder (or below it), at most 1 MiB.
+Result<std::string> ChatTemplateText(const ModelConfig& model, const LlamaOptions& options) {
+  const std::string& value = options.chat_template;
+  if (!value.ends_with(".jinja")) return value;
+  namespace fs = std::filesystem;
+  const fs::path folder = fs::weakly_canonical(model.path).parent_path();
+  std::error_code ec;
+  const fs::path file = fs::weakly_canonical(folder / value, ec);
+  const auto [end, ignored] = std::mismatch(folder.begin(), folder.end(), file.begin(), file.end());
+  if (ec || end != folder.end()) {
+    return InvalidArgument("params.chat_template: '" + value + "' is not inside the model's "
+                           "folder " + folder.string());
+  }
+  const auto size = fs::is_regular_file(file, ec) ? fs::file_size(file, ec) : 0;
+  if (ec || size == 0 || size > (size_t{1} << 20)) {
+    return InvalidArgument("params.chat_template: '" + file.string() +
+                           "' must be a file of 1 byte to 1 MiB of Jinja");
+  }
+  std::ifstream in(file, std::ios::binary);
+  std::string text(size, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
+    return InvalidArgument("params.chat_template: '" + file.string() + "' cannot be read");
+  }
+  return text;
 }
 
 class LlamaSession final : public Session {
@@ -216,8 +244,33 @@ int ThreadCount(const LlamaOptions& options) {
                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+namespace {
+
+Result<Fd> OpenProbed(const ModelConfig& model, const GgufSummary& gguf, bool generate);
+
+// What serve's load would find in a child: llama.cpp's loader and, for a generator, the chat
+// template (it parses and renders). A probe that could not run (Unavailable, a binary that
+// serves no probes) says nothing of the file; a run's outcome is kept, so the load reuses it.
+void CheckProbe(const ModelConfig& model, const GgufSummary& gguf, ConfigErrors& errors) {
+  auto probed = OpenProbed(model, gguf, /*generate=*/true);
+  if (probed.ok() || probed.status().code() == StatusCode::kUnavailable ||
+      probed.status().code() == StatusCode::kDeadlineExceeded) {
+    return;
+  }
+  errors.Add({.where = model.where, .field = model.Field("path"),
+              .expected = "a model llama.cpp loads, with a chat template that renders",
+              .found = std::string(probed.status().message())});
+}
+
+}  // namespace
+
 void LlamaBackend::Validate(ModelConfig& model, ConfigErrors& errors) const {
-  (void)ReadLlamaOptions(model, errors);
+  const LlamaOptions options = ReadLlamaOptions(model, errors);
+  if (auto text = ChatTemplateText(model, options); !text.ok()) {
+    errors.Add({.where = model.where, .field = model.Field("params.chat_template"),
+                .expected = "a built-in template name, Jinja, or a .jinja file next to the model",
+                .found = std::string(text.status().message())});
+  }
   if (model.path.empty() || !std::filesystem::is_regular_file(model.path)) return;  // reported
   // The header, without loading: what serve would otherwise fail on at load time.
   auto gguf = ReadGguf(model.path.string());
@@ -227,10 +280,9 @@ void LlamaBackend::Validate(ModelConfig& model, ConfigErrors& errors) const {
     return;
   }
   const std::string suited = TaskFor(*gguf);
-  if (!model.task_set) {
-    model.task = suited;
-    return;
-  }
+  if (!model.task_set) model.task = suited;
+  if (model.task == "generate") CheckProbe(model, *gguf, errors);
+  if (!model.task_set) return;
   const std::string what = "'" + model.path.filename().string() + "' (architecture '" +
                            gguf->architecture + "'" +
                            (gguf->has_classifier ? ", a classification head" : "") + ")";
@@ -275,21 +327,38 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
 
 namespace {
 
+LlamaOptions ReadLlamaOptionsQuietly(const ModelConfig& model) {
+  ConfigErrors ignored;
+  return ReadLlamaOptions(model, ignored);
+}
+
 // The model's file as one open descriptor, probed in a child first (llama.cpp's loader aborts on
 // files its checks miss); the load then reads the same descriptor, so a file renamed over the
 // path meanwhile is not what loads.
-Result<Fd> OpenProbed(const ModelConfig& model, const GgufSummary& gguf) {
+Result<Fd> OpenProbed(const ModelConfig& model, const GgufSummary& gguf, bool generate) {
   Fd file(::open(model.path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.get() < 0) return NotFound("'" + model.path.string() + "': " + std::strerror(errno));
   MMS_ASSIGN_OR_RETURN(const FileIdentity identity, IdentityOf(file.get()));
   ProbeSpec probe{.backend = "llama",
-                  .what = "llama.cpp's GGUF loader",
+                  .what = "llama.cpp's GGUF loader (and chat template)",
                   .file = model.path.filename().string(),
                   .fd = file.get(),
-                  .address_space_bytes = identity.size + (int64_t{16} << 30)};
-  if (Status probed = ProbeOnce(probe, identity).status(); !probed.ok()) {
-    return probed.WithContext("llama.cpp could not load '" + model.path.string() +
-                              "' (architecture '" + gguf.architecture + "')");
+                  .address_space_bytes = identity.size + (int64_t{16} << 30),
+                  // Reading the metadata and rendering a few conversations take well under a
+                  // second of CPU; a template that loops is stopped at this.
+                  .cpu = std::chrono::seconds(30)};
+  auto probed = ProbeOnce(probe, identity);
+  if (!probed.ok()) {
+    return probed.status().WithContext("llama.cpp could not load '" + model.path.string() +
+                                       "' (architecture '" + gguf.architecture + "')");
+  }
+  // A generator renders with the file's template unless params.chat_template replaces it.
+  const size_t newline = probed->find(';');
+  if (generate && newline != std::string::npos &&
+      ReadLlamaOptionsQuietly(model).chat_template.empty()) {
+    return InvalidArgument("model '" + model.name + "' ('" + model.path.filename().string() +
+                           "'): " + probed->substr(newline + 1) +
+                           " (set params.chat_template to replace it)");
   }
   return file;
 }
@@ -301,8 +370,13 @@ ModelSignature Signature(bool generate, EncoderTask task, int64_t n_embd) {
     signature.inputs = {{"PROMPT", DataType::kBytes, {1}, /*optional=*/true},
                         {"ROLES", DataType::kBytes, {-1}, /*optional=*/true},
                         {"CONTENTS", DataType::kBytes, {-1}, /*optional=*/true},
-                        {"STOP", DataType::kBytes, {-1}, /*optional=*/true}};
-    signature.outputs = {{"TEXT", DataType::kBytes, {1}}};
+                        {"STOP", DataType::kBytes, {-1}, /*optional=*/true},
+                        {"MESSAGES", DataType::kBytes, {1}, /*optional=*/true},
+                        {"TOOLS", DataType::kBytes, {1}, /*optional=*/true},
+                        {"TEMPLATE_KWARGS", DataType::kBytes, {1}, /*optional=*/true},
+                        {"JSON_SCHEMA", DataType::kBytes, {1}, /*optional=*/true}};
+    // MESSAGE: a chat's answer as a message (JSON: content, reasoning_content, tool_calls).
+    signature.outputs = {{"TEXT", DataType::kBytes, {1}}, {"MESSAGE", DataType::kBytes, {1}}};
   } else if (task == EncoderTask::kEmbed) {
     // TEXT (strings), or TOKENS: each element one text's token ids as little-endian int32.
     signature.inputs = {{"TEXT", DataType::kBytes, {-1}, /*optional=*/true},
@@ -333,7 +407,10 @@ Result<std::unique_ptr<Session>> LlamaBackend::LoadSession(const ModelConfig& mo
     return InvalidArgument("task rerank needs a model with a classification head "
                            "(cls.output.weight); '" + model.path.string() + "' has none");
   }
-  MMS_ASSIGN_OR_RETURN(Fd file, OpenProbed(model, gguf));  // before any allocation lock
+  MMS_ASSIGN_OR_RETURN(Fd file, OpenProbed(model, gguf, generate));
+  if (generate) {
+    MMS_ASSIGN_OR_RETURN(options.chat_template, ChatTemplateText(model, options));
+  }  // before any allocation lock
   llama_model_params params = llama_model_default_params();
   // Weights copied into memory the process owns (resident from the load on, as the budget
   // counts them; a file replaced in place cannot fault a running model), or with params.mmap
@@ -385,6 +462,10 @@ Result<std::unique_ptr<Session>> LlamaBackend::LoadSession(const ModelConfig& mo
       std::move(loaded), generate, task, options, std::move(signature), context_bytes));
 }
 
+// The child loads the model and renders a few conversations with its chat template (Jinja from
+// the file: parsed and run by llama.cpp's common library, which has no bounds of its own, so it
+// first runs here, under the probe's CPU and memory limits). A template that fails is the
+// outcome's second part (after ';'): it fails a generator's load, not an embedder's.
 Result<std::string> LlamaBackend::ProbeFile(int fd, int64_t /*arg*/) const {
   llama_model_params params = llama_model_default_params();
   params.load_mode = LLAMA_LOAD_MODE_MMAP;  // the tensors' bytes are not read, only checked
@@ -392,7 +473,11 @@ Result<std::string> LlamaBackend::ProbeFile(int fd, int64_t /*arg*/) const {
   const std::string path = "/proc/self/fd/" + std::to_string(fd);
   LlamaModelPtr loaded(llama_model_load_from_file(path.c_str(), params));
   if (!loaded) return InvalidArgument("unsupported or corrupt");
-  return std::to_string(llama_model_size(loaded.get()));
+  std::string outcome = std::to_string(llama_model_size(loaded.get()));
+  if (Status chat = ProbeChatTemplates(loaded.get()); !chat.ok()) {
+    outcome += ";" + std::string(chat.message());  // one line: the answer escapes newlines
+  }
+  return outcome;
 }
 
 }  // namespace mmserve

@@ -1,7 +1,12 @@
 #include "backend/llama/llama_generator.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <optional>
+
+#include "common/json.h"
+#include "common/logging.h"
 
 namespace mmserve {
 namespace {
@@ -25,6 +30,8 @@ size_t CompleteUtf8Prefix(std::string_view s) {
 Result<std::unique_ptr<LlamaGenerator>> LlamaGenerator::Create(const llama_model* model,
                                                               const LlamaOptions& options,
                                                               LlamaStats& stats) {
+  // The chat template first: one that does not parse fails the load, before any context.
+  MMS_ASSIGN_OR_RETURN(auto templates, ChatTemplates::Create(model, options.chat_template));
   const int n_seq = options.n_parallel;
   const int n_ctx_seq = options.n_ctx > 0 ? options.n_ctx : 2048;
   auto created = LlamaContext::Create(model, options, [&](llama_context_params& params) {
@@ -36,16 +43,17 @@ Result<std::unique_ptr<LlamaGenerator>> LlamaGenerator::Create(const llama_model
   });
   if (!created.ok()) return created.status();
   return std::unique_ptr<LlamaGenerator>(
-      new LlamaGenerator(model, options, stats, std::move(*created)));
+      new LlamaGenerator(model, options, stats, std::move(*created), std::move(templates)));
 }
 
 LlamaGenerator::LlamaGenerator(const llama_model* model, LlamaOptions options, LlamaStats& stats,
-                               LlamaContext context)
+                               LlamaContext context, std::unique_ptr<ChatTemplates> templates)
     : model_(model),
       vocab_(llama_model_get_vocab(model)),
       options_(std::move(options)),
       stats_(stats),
       context_(std::move(context)),
+      templates_(std::move(templates)),
       slots_(static_cast<size_t>(llama_n_seq_max(context_.get()))) {
   context_.hooks().instance = this;
   n_batch_ = static_cast<int>(llama_n_batch(context_.get()));
@@ -67,7 +75,10 @@ bool LlamaGenerator::Abort() {
 
 int LlamaGenerator::free_slots() const { return static_cast<int>(slots_.size()) - active_; }
 
-Result<std::string> LlamaGenerator::RenderChat(const Tensor& roles, const Tensor& contents) const {
+namespace {
+
+// ROLES and CONTENTS (KServe's chat inputs) as OpenAI messages.
+Result<std::string> MessagesOf(const Tensor& roles, const Tensor& contents) {
   const auto r = roles.BytesElements();
   const auto c = contents.BytesElements();
   if (r.size() != c.size() || r.empty()) {
@@ -75,57 +86,149 @@ Result<std::string> LlamaGenerator::RenderChat(const Tensor& roles, const Tensor
                            "elements, found " + std::to_string(r.size()) + " and " +
                            std::to_string(c.size()));
   }
-  std::vector<std::string> owned;  // NUL-terminated copies for the C API
-  owned.reserve(2 * r.size());
-  std::vector<llama_chat_message> messages;
+  std::string messages = "[";
   for (size_t i = 0; i < r.size(); ++i) {
-    owned.emplace_back(r[i]);
-    owned.emplace_back(c[i]);
+    if (i > 0) messages += ',';
+    messages += "{\"role\":" + DumpJson(std::string(r[i])) +
+                ",\"content\":" + DumpJson(std::string(c[i])) + "}";
   }
-  for (size_t i = 0; i < r.size(); ++i) {
-    messages.push_back({owned[2 * i].c_str(), owned[2 * i + 1].c_str()});
+  return messages + "]";
+}
+
+// One text element of an optional input, or an error naming it.
+Result<std::optional<std::string>> OneText(const InferRequest& r, const char* name) {
+  const Tensor* t = r.input(name);
+  if (!t) return std::optional<std::string>();
+  const auto texts = t->BytesElements();
+  if (texts.size() != 1) return InvalidArgument(std::string(name) + ": expected one element");
+  return std::optional<std::string>(std::string(texts[0]));
+}
+
+// The request's chat inputs and parameters as the template's request.
+Result<ChatRequest> ChatRequestOf(const InferRequest& r) {
+  ChatRequest chat;
+  MMS_ASSIGN_OR_RETURN(auto messages, OneText(r, "MESSAGES"));
+  const Tensor* roles = r.input("ROLES");
+  const Tensor* contents = r.input("CONTENTS");
+  if (messages && (roles || contents)) {
+    return InvalidArgument("give chat messages either as MESSAGES or as ROLES and CONTENTS");
   }
-  auto apply = [&](const char* tmpl) -> std::optional<std::string> {
-    std::string out(1024, '\0');
-    int n = llama_chat_apply_template(tmpl, messages.data(), messages.size(), true, out.data(),
-                                      static_cast<int32_t>(out.size()));
-    if (n > static_cast<int>(out.size())) {
-      out.resize(static_cast<size_t>(n));
-      n = llama_chat_apply_template(tmpl, messages.data(), messages.size(), true, out.data(), n);
+  if (messages) {
+    chat.messages = std::move(*messages);
+  } else {
+    if (!roles || !contents) {
+      return InvalidArgument("give either PROMPT, or chat messages as ROLES and CONTENTS");
     }
-    if (n < 0) return std::nullopt;
-    out.resize(static_cast<size_t>(n));
-    return out;
-  };
-  // The configured template, else the model's tokenizer.chat_template, else ChatML.
-  const char* tmpl = !options_.chat_template.empty() ? options_.chat_template.c_str()
-                                                     : llama_model_chat_template(model_, nullptr);
-  if (tmpl) {
-    if (auto rendered = apply(tmpl)) return *rendered;
-    if (!options_.chat_template.empty()) {
-      return InvalidArgument("params.chat_template is not a template llama.cpp can apply");
+    MMS_ASSIGN_OR_RETURN(chat.messages, MessagesOf(*roles, *contents));
+  }
+  MMS_ASSIGN_OR_RETURN(auto tools, OneText(r, "TOOLS"));
+  MMS_ASSIGN_OR_RETURN(auto kwargs, OneText(r, "TEMPLATE_KWARGS"));
+  chat.tools = tools.value_or("");
+  chat.template_kwargs = kwargs.value_or("");
+  if (std::string choice = StringParam(r.parameters, "tool_choice"); !choice.empty()) {
+    chat.tool_choice = std::move(choice);
+  }
+  chat.tool_name = StringParam(r.parameters, "tool_name");
+  if (r.parameters.contains("parallel_tool_calls")) {
+    chat.parallel_tool_calls = BoolParam(r.parameters, "parallel_tool_calls", false);
+  }
+  chat.reasoning_format = StringParam(r.parameters, "reasoning_format");
+  return chat;
+}
+
+Result<llama_sampler*> MakeGrammar(const llama_vocab* vocab, const ChatPlan& plan) {
+  std::vector<const char*> patterns;
+  for (const auto& p : plan.trigger_patterns) patterns.push_back(p.c_str());
+  llama_sampler* grammar = nullptr;
+  try {
+    grammar = plan.grammar_lazy
+                  ? llama_sampler_init_grammar_lazy_patterns(
+                        vocab, plan.grammar.c_str(), "root", patterns.data(), patterns.size(),
+                        plan.trigger_tokens.data(), plan.trigger_tokens.size())
+                  : llama_sampler_init_grammar(vocab, plan.grammar.c_str(), "root");
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("the answer's grammar does not build: ") + e.what());
+  }
+  if (!grammar) return InvalidArgument("the answer's grammar does not build (see the log)");
+  return grammar;
+}
+
+// The grammar starts at the template's opening of the answer, which the prompt holds already:
+// it is fed those tokens first (as llama.cpp's common sampler does).
+Status Prefill(const llama_vocab* vocab, llama_sampler* grammar, const std::string& opening) {
+  std::vector<llama_token> tokens(opening.size() + 8);
+  const int n = llama_tokenize(vocab, opening.data(), static_cast<int32_t>(opening.size()),
+                               tokens.data(), static_cast<int32_t>(tokens.size()), false, true);
+  for (int i = 0; i < n; ++i) {
+    const llama_token token = tokens[static_cast<size_t>(i)];
+    const std::string piece = TokenPiece(vocab, token);
+    if (i == 0 && !piece.empty() && std::isspace(static_cast<unsigned char>(piece[0])) &&
+        !std::isspace(static_cast<unsigned char>(opening[0]))) {
+      continue;  // a tokenizer's space before the first special token
+    }
+    try {
+      llama_sampler_accept(grammar, token);
+    } catch (const std::exception& e) {
+      return InvalidArgument(std::string("the answer's grammar refuses the template's "
+                                         "opening: ") + e.what());
     }
   }
-  return *apply("chatml");
+  return Status::Ok();
+}
+
+}  // namespace
+
+// The prompt: PROMPT as it is, or chat messages rendered; a chat gets its reader, and either
+// gets the grammar its answer follows.
+Status LlamaGenerator::PlanPrompt(Slot& slot, std::string& prompt) {
+  const InferRequest& r = *slot.request;
+  const Tensor* prompt_input = r.input("PROMPT");
+  MMS_ASSIGN_OR_RETURN(auto schema, OneText(r, "JSON_SCHEMA"));
+  ChatPlan plan;
+  if (prompt_input) {
+    if (r.input("ROLES") || r.input("CONTENTS") || r.input("MESSAGES")) {
+      return InvalidArgument("give either PROMPT, or chat messages as ROLES and CONTENTS");
+    }
+    const auto texts = prompt_input->BytesElements();
+    if (texts.size() != 1) return InvalidArgument("PROMPT: expected exactly one prompt");
+    prompt = std::string(texts[0]);
+    if (schema) {
+      MMS_ASSIGN_OR_RETURN(plan.grammar,
+                           SchemaToGrammar(*schema, "response_format.json_schema.schema"));
+    }
+  } else {
+    if (!r.input("MESSAGES") && !r.input("ROLES") && !r.input("CONTENTS")) {
+      return InvalidArgument("missing input 'PROMPT' (or chat messages as ROLES and CONTENTS)");
+    }
+    MMS_ASSIGN_OR_RETURN(ChatRequest chat, ChatRequestOf(r));
+    chat.json_schema = schema.value_or("");
+    // A prompt of more bytes than 64 per context cell cannot fit the context.
+    MMS_ASSIGN_OR_RETURN(plan, templates_->Apply(chat, static_cast<size_t>(n_ctx_seq_) * 64));
+    if (!plan.tools_error.empty() && !BoolParam(r.parameters, "render_only", false)) {
+      return InvalidArgument(plan.tools_error);
+    }
+    prompt = std::move(plan.prompt);
+    spdlog::debug("chat: format {}, grammar {} bytes{}, {} trigger patterns, {} trigger tokens, "
+                  "{} stops", plan.format, plan.grammar.size(), plan.grammar_lazy ? " (lazy)" : "",
+                  plan.trigger_patterns.size(), plan.trigger_tokens.size(), plan.stops.size());
+    spdlog::trace("chat: grammar:\n{}", plan.grammar);
+    for (auto& stop : plan.stops) slot.stops.push_back(std::move(stop));
+    slot.reader = std::make_unique<ChatReader>(plan);
+  }
+  if (plan.grammar.empty()) return Status::Ok();
+  MMS_ASSIGN_OR_RETURN(llama_sampler* grammar, MakeGrammar(vocab_, plan));
+  slot.grammar.reset(grammar);
+  if (plan.grammar_lazy || plan.generation_prompt.empty()) return Status::Ok();
+  return Prefill(vocab_, grammar, plan.generation_prompt);
 }
 
 Status LlamaGenerator::Prepare(Slot& slot) {
   const InferRequest& r = *slot.request;
-  const Tensor* prompt = r.input("PROMPT");
-  const Tensor* roles = r.input("ROLES");
-  const Tensor* contents = r.input("CONTENTS");
   std::string rendered;
-  if (roles || contents) {
-    if (!roles || !contents || prompt) {
-      return InvalidArgument("give either PROMPT, or chat messages as ROLES and CONTENTS");
-    }
-    MMS_ASSIGN_OR_RETURN(rendered, RenderChat(*roles, *contents));
-  } else if (prompt) {
-    const auto texts = prompt->BytesElements();
-    if (texts.size() != 1) return InvalidArgument("PROMPT: expected exactly one prompt");
-    rendered = std::string(texts[0]);
-  } else {
-    return InvalidArgument("missing input 'PROMPT' (or chat messages as ROLES and CONTENTS)");
+  MMS_RETURN_IF_ERROR(PlanPrompt(slot, rendered));
+  if (BoolParam(r.parameters, "render_only", false)) {
+    slot.text = std::move(rendered);
+    return Status::Ok();
   }
   const std::string_view text = rendered;
   std::vector<llama_token> tokens(text.size() + 8);
@@ -206,6 +309,13 @@ void LlamaGenerator::Admit(std::unique_ptr<InferRequest> request) {
     return;
   }
   ++active_;
+  if (BoolParam(slot.request->parameters, "render_only", false)) {  // POST /apply-template
+    InferResponse response;
+    std::string data;
+    Tensor::AppendBytesElement(data, slot.text);
+    response.outputs.emplace_back("TEXT", DataType::kBytes, Shape{1}, std::move(data));
+    Finish(static_cast<int>(it - slots_.begin()), std::move(response));
+  }
 }
 
 void LlamaGenerator::Finish(int seq, Result<InferResponse> result) {
@@ -228,7 +338,76 @@ void LlamaGenerator::FinishOk(int seq, const std::string& reason) {
   response.parameters["prompt_tokens"] = static_cast<int64_t>(slot.prompt.size());
   response.parameters["completion_tokens"] = static_cast<int64_t>(slot.generated.size());
   response.parameters["finish_reason"] = reason;
+  if (slot.reader) {
+    // The whole answer read as a message; streamed, its last deltas go out first.
+    auto deltas = slot.reader->Update(slot.text, /*final=*/true);
+    if (!deltas.ok()) return Finish(seq, deltas.status());
+    if (slot.request->on_partial && !deltas->empty() && !SendDeltas(seq, *deltas, {})) return;
+    std::string message;
+    Tensor::AppendBytesElement(message, slot.reader->MessageJson());
+    response.outputs.emplace_back("MESSAGE", DataType::kBytes, Shape{1}, std::move(message));
+    if (reason == "stop" && slot.reader->has_tool_calls()) {
+      response.parameters["finish_reason"] = std::string("tool_calls");
+    }
+  }
   Finish(seq, std::move(response));
+}
+
+bool LlamaGenerator::SendDeltas(int seq, const std::vector<ChatDelta>& deltas,
+                                std::string_view text) {
+  Slot& slot = slots_[static_cast<size_t>(seq)];
+  InferResponse partial;
+  std::string data;
+  Tensor::AppendBytesElement(data, text);
+  partial.outputs.emplace_back("TEXT", DataType::kBytes, Shape{1}, std::move(data));
+  if (slot.reader) {
+    std::string json;
+    for (const auto& delta : deltas) Tensor::AppendBytesElement(json, ChatDeltaJson(delta));
+    partial.outputs.emplace_back("DELTA", DataType::kBytes,
+                                 Shape{static_cast<int64_t>(deltas.size())}, std::move(json));
+  }
+  if (!slot.request->on_partial(partial)) {
+    Finish(seq, Cancelled("the client went away"));
+    return false;
+  }
+  return true;
+}
+
+// The chain's choice, checked against the grammar; if the grammar refuses it, the grammar
+// filters the candidates and the chain chooses again (llama.cpp's common sampler does the same:
+// most tokens pass, and the grammar then costs one check instead of a whole-vocabulary pass).
+Result<llama_token> LlamaGenerator::NextToken(Slot& slot, int index) {
+  if (!slot.grammar) return llama_sampler_sample(slot.sampler.get(), context_.get(), index);
+  const float* logits = llama_get_logits_ith(context_.get(), index);
+  if (!logits) return Internal("no logits for the sampled row");
+  const int n_vocab = llama_vocab_n_tokens(vocab_);
+  auto fill = [&] {
+    candidates_.resize(static_cast<size_t>(n_vocab));
+    for (llama_token t = 0; t < n_vocab; ++t) candidates_[static_cast<size_t>(t)] = {t, logits[t], 0.0f};
+    return llama_token_data_array{candidates_.data(), candidates_.size(), -1, false};
+  };
+  try {
+    llama_token_data_array all = fill();
+    llama_sampler_apply(slot.sampler.get(), &all);
+    llama_token token = all.data[all.selected].id;
+    llama_token_data one{token, 1.0f, 0.0f};
+    llama_token_data_array single{&one, 1, -1, false};
+    llama_sampler_apply(slot.grammar.get(), &single);
+    if (one.logit == -INFINITY) {
+      all = fill();
+      llama_sampler_apply(slot.grammar.get(), &all);
+      llama_sampler_apply(slot.sampler.get(), &all);
+      if (all.selected < 0 || all.data[all.selected].logit == -INFINITY) {
+        return Internal("the answer's grammar allows no token here");
+      }
+      token = all.data[all.selected].id;
+    }
+    llama_sampler_accept(slot.grammar.get(), token);
+    llama_sampler_accept(slot.sampler.get(), token);
+    return token;
+  } catch (const std::exception& e) {
+    return Internal(std::string("the answer's grammar failed: ") + e.what());
+  }
 }
 
 bool LlamaGenerator::Sample(int seq) {
@@ -238,8 +417,13 @@ bool LlamaGenerator::Sample(int seq) {
     Finish(seq, Cancelled("the client went away"));
     return false;
   }
-  const llama_token token = llama_sampler_sample(slot.sampler.get(), context_.get(), slot.logits_index);
+  const Result<llama_token> next = NextToken(slot, slot.logits_index);
   slot.logits_index = -1;
+  if (!next.ok()) {
+    Finish(seq, next.status());
+    return false;
+  }
+  const llama_token token = *next;
   if (llama_vocab_is_eog(vocab_, token)) {
     FinishOk(seq, "stop");
     return false;
@@ -277,15 +461,15 @@ bool LlamaGenerator::Sample(int seq) {
   }
   const size_t complete = CompleteUtf8Prefix(std::string_view(slot.text).substr(0, slot.text.size() - held));
   if (slot.request->on_partial && complete > slot.streamed) {
-    InferResponse partial;
-    std::string data;
-    Tensor::AppendBytesElement(data, std::string_view(slot.text).substr(slot.streamed, complete - slot.streamed));
-    slot.streamed = complete;
-    partial.outputs.emplace_back("TEXT", DataType::kBytes, Shape{1}, std::move(data));
-    if (!slot.request->on_partial(partial)) {
-      Finish(seq, Cancelled("the client went away"));
-      return false;
+    std::vector<ChatDelta> deltas;
+    if (slot.reader) {
+      auto read = slot.reader->Update(slot.text.substr(0, complete), /*final=*/false);
+      if (read.ok()) deltas = std::move(*read);  // a partial that does not read yet: later
     }
+    const std::string_view piece =
+        std::string_view(slot.text).substr(slot.streamed, complete - slot.streamed);
+    slot.streamed = complete;
+    if (!SendDeltas(seq, deltas, piece)) return false;
   }
   const bool context_full =
       static_cast<int>(slot.prompt.size() + slot.generated.size()) >= n_ctx_seq_;

@@ -3,13 +3,20 @@
 // generating sequence plus prompt chunks of admitted ones (up to n_batch tokens, so a long
 // prompt never freezes running streams), decodes it once and samples per sequence.
 //
-//   request:  PROMPT (BYTES [1]), or chat messages as ROLES and CONTENTS (BYTES [-1] each),
-//             rendered with params.chat_template, the model's tokenizer.chat_template, or ChatML;
-//             parameters max_tokens, temperature, top_k, top_p, min_p, seed,
-//             repeat_penalty, stop (a string); STOP (BYTES [-1], optional): more stop strings
-//   response: TEXT (BYTES [1]); parameters prompt_tokens, completion_tokens, finish_reason
-//             ("stop", "length")
-//   streaming: each partial is the new text; text that may still become a stop string is
+//   request:  PROMPT (BYTES [1]), or a chat: MESSAGES (BYTES [1], OpenAI's messages as JSON) or
+//             ROLES and CONTENTS (BYTES [-1] each), rendered with params.chat_template or the
+//             model's own Jinja template (llama_chat.h); a chat may add TOOLS (BYTES [1], JSON)
+//             and TEMPLATE_KWARGS (BYTES [1], a JSON object), and parameters tool_choice
+//             (auto | none | required), tool_name (the named form), parallel_tool_calls,
+//             reasoning_format; JSON_SCHEMA (BYTES [1]): the answer follows the schema (a
+//             grammar); parameters max_tokens, temperature, top_k, top_p, min_p, seed,
+//             repeat_penalty, stop (a string), render_only (answer the rendered prompt as
+//             TEXT, generate nothing); STOP (BYTES [-1], optional): more stop strings
+//   response: TEXT (BYTES [1]: the text generated); a chat adds MESSAGE (BYTES [1]: JSON
+//             {content, reasoning_content?, tool_calls?}); parameters prompt_tokens,
+//             completion_tokens, finish_reason ("stop", "length", "tool_calls")
+//   streaming: each partial is the new text (TEXT), and for a chat the message's deltas
+//             (DELTA, BYTES [-1]: JSON each); text that may still become a stop string is
 //             held back until it cannot, so a stop string is never streamed
 #pragma once
 
@@ -19,6 +26,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/llama/llama_chat.h"
 #include "backend/llama/llama_encoder.h"
 
 namespace mmserve {
@@ -60,6 +68,8 @@ class LlamaGenerator final : public ContinuousInstance {
     std::string text;
     size_t streamed = 0;                    // bytes of `text` already sent as partials
     LlamaSamplerPtr sampler;
+    LlamaSamplerPtr grammar;                // the answer's grammar (a schema, tool calls); or null
+    std::unique_ptr<ChatReader> reader;     // a chat's answer read as a message; or null
     int max_tokens = 0;
     std::vector<std::string> stops;         // generation ends before any of these
     int logits_index = -1;                  // batch row to sample from after this step's decode
@@ -67,12 +77,16 @@ class LlamaGenerator final : public ContinuousInstance {
   };
 
   LlamaGenerator(const llama_model* model, LlamaOptions options, LlamaStats& stats,
-                 LlamaContext context);
+                 LlamaContext context, std::unique_ptr<ChatTemplates> templates);
   Status Prepare(Slot& slot);
-  // Chat messages rendered with params.chat_template, the model's template, or ChatML.
-  Result<std::string> RenderChat(const Tensor& roles, const Tensor& contents) const;
+  // The prompt of the slot's request; chat messages rendered with the model's chat template.
+  Status PlanPrompt(Slot& slot, std::string& prompt);
   void Finish(int seq, Result<InferResponse> result);
   void FinishOk(int seq, const std::string& reason);
+  // A partial: `text` (the new text) and, for a chat, `deltas`; false when the client left
+  // (the slot is then finished).
+  bool SendDeltas(int seq, const std::vector<ChatDelta>& deltas, std::string_view text);
+  Result<llama_token> NextToken(Slot& slot, int index);
   // Samples the next token of slot `seq`; returns false when the sequence finished.
   bool Sample(int seq);
 
@@ -81,6 +95,8 @@ class LlamaGenerator final : public ContinuousInstance {
   const LlamaOptions options_;
   LlamaStats& stats_;
   LlamaContext context_;
+  std::unique_ptr<ChatTemplates> templates_;
+  std::vector<llama_token_data> candidates_;  // grammar sampling's candidates, reused
   llama_batch batch_;
   std::vector<Slot> slots_;
   int active_ = 0;

@@ -77,7 +77,8 @@ HttpResponse OpenAiApi::Error(const Status& status, unsigned version, bool keep_
 bool OpenAiApi::Owns(std::string_view target) {
   if (target.size() > 1 && target.back() == '/') target.remove_suffix(1);
   return target.starts_with("/v1/") || target == "/rerank" || target == "/reranking" ||
-         target == "/embed" || target == "/tokenize" || target == "/detokenize";
+         target == "/embed" || target == "/tokenize" || target == "/detokenize" ||
+         target == "/apply-template";
 }
 
 void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply reply,
@@ -113,7 +114,8 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
                           .dialect = dialect,
                           .reply = std::move(reply),
                           .connection = std::move(connection)};
-  if (target == "/v1/chat/completions" || target == "/v1/completions") {
+  if (target == "/v1/chat/completions" || target == "/v1/completions" ||
+      target == "/apply-template") {
     return openai::HandleGeneration(call);
   }
   if (target == "/v1/embeddings" || target == "/embed") return openai::HandleEmbeddings(call);

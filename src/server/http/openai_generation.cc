@@ -3,7 +3,7 @@
 #include <set>
 
 #include "common/json.h"
-#include "server/http/openai_common.h"
+#include "server/http/openai_chat.h"
 
 namespace mmserve::openai {
 namespace {
@@ -45,14 +45,6 @@ Status RefuseUnsupported(const json& body) {
   MMS_RETURN_IF_ERROR(ReadBool(body, "logprobs", logprobs));
   if (logprobs.value_or(false) || Field(body, "top_logprobs")) {
     return FieldError("logprobs", "log probabilities are not supported");
-  }
-  if (const json* tools = Field(body, "tools"); tools && !tools->empty()) {
-    return FieldError("tools", "tool calls are not supported");
-  }
-  if (const json* format = Field(body, "response_format")) {
-    if (!format->is_object() || !MemberEquals(*format, "type", "text")) {
-      return FieldError("response_format", "only {\"type\": \"text\"} is supported");
-    }
   }
   if (const json* bias = Field(body, "logit_bias"); bias && !bias->empty()) {
     return FieldError("logit_bias", "not supported");
@@ -111,54 +103,6 @@ Status ReadGeneration(const json& body, InferRequest& r, GenerationOptions& g) {
   return ReadScheduling(body, r);
 }
 
-Status ReadMessages(const json& body, InferRequest& r) {
-  const json* messages = Field(body, "messages");
-  if (!messages) return FieldError("messages", "required");
-  if (!messages->is_array() || messages->empty()) {
-    return FieldError("messages", "expected a non-empty list of messages, " + Found(*messages));
-  }
-  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
-  std::vector<std::string> roles, contents;
-  for (size_t i = 0; i < messages->size(); ++i) {
-    const std::string at = "messages[" + std::to_string(i) + "]";
-    const json& m = (*messages)[i];
-    if (!m.is_object()) return FieldError(at, "expected a message object, " + Found(m));
-    const json* role = Field(m, "role");
-    if (!role || !role->is_string() || !kRoles.contains(role->get<std::string>())) {
-      return FieldError(at + ".role", "expected system, developer, user, assistant or tool, " +
-                                          (role ? Found(*role) : std::string("found nothing")));
-    }
-    std::string text;
-    if (const json* content = Field(m, "content")) {
-      if (content->is_string()) {
-        text = content->get<std::string>();
-      } else if (content->is_array()) {
-        for (size_t p = 0; p < content->size(); ++p) {
-          const json& part = (*content)[p];
-          const std::string where = at + ".content[" + std::to_string(p) + "]";
-          if (!part.is_object() || !MemberEquals(part, "type", "text") ||
-              !part.contains("text") || !part["text"].is_string()) {
-            return FieldError(where, "only {\"type\": \"text\", \"text\": ...} parts are "
-                                     "supported, " + Found(part));
-          }
-          if (!text.empty()) text += "\n";
-          text += part["text"].get<std::string>();
-        }
-      } else {
-        return FieldError(at + ".content", "expected a string or a list of text parts, " +
-                                               Found(*content));
-      }
-    } else if (role->get<std::string>() != "assistant") {
-      return FieldError(at + ".content", "required");
-    }
-    roles.push_back(role->get<std::string>() == "developer" ? "system" : role->get<std::string>());
-    contents.push_back(std::move(text));
-  }
-  r.inputs.push_back(StringsTensor("ROLES", roles));
-  r.inputs.push_back(StringsTensor("CONTENTS", contents));
-  return Status::Ok();
-}
-
 json Usage(int64_t prompt, int64_t completion) {
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
@@ -175,23 +119,22 @@ struct Generation {
   json Head(const char* object) const {
     return {{"id", id}, {"object", object}, {"created", created}, {"model", model}};
   }
-  json Choice(int index, const std::string& text, const json& finish_reason) const {
+  json Choice(int index, const InferResponse& response, const json& finish_reason) const {
     json c = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
     if (chat) {
-      c["message"] = {{"role", "assistant"}, {"content", text}};
+      c["message"] = AssistantMessage(response);
     } else {
-      c["text"] = text;
+      c["text"] = FirstText(response);
     }
     return c;
   }
-  // A streamed piece: chat deltas carry the role first, then content.
-  json Chunk(const std::string& text, bool first, const json& finish_reason) const {
+  // A streamed piece: chat deltas carry the role first, then content or tool calls.
+  json Chunk(const std::string& text, bool first, const json& finish_reason,
+             json delta = json::object()) const {
     json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
     if (chat) {
-      json delta = json::object();
-      if (first) delta["role"] = "assistant";
-      if (!text.empty() || first) delta["content"] = text;
-      choice["delta"] = delta;
+      if (first) delta = {{"role", "assistant"}, {"content", ""}};
+      choice["delta"] = std::move(delta);
     } else {
       choice["text"] = text;
     }
@@ -230,6 +173,10 @@ struct GenerationStream {
     sent += text.size();
     stream->Send(Event(gen.Chunk(text, false, nullptr)));
   }
+  void SendDeltas(std::vector<json> deltas) {
+    StartIfNeeded();
+    for (auto& delta : deltas) stream->Send(Event(gen.Chunk("", false, nullptr, std::move(delta))));
+  }
   void Done(Result<InferResponse> result) {
     if (!result.ok() && !started) {
       return reply(ApiError(result.status(), Dialect::kOpenAi, version, keep_alive));
@@ -244,7 +191,10 @@ struct GenerationStream {
                             {"code", static_cast<int>(HttpStatusFor(s.code()))}}}}));
     } else {
       const std::string text = FirstText(*result);
-      if (text.size() > sent) stream->Send(Event(gen.Chunk(text.substr(sent), false, nullptr)));
+      // A chat's last deltas came as a partial; a completion's held-back tail comes now.
+      if (!gen.chat && text.size() > sent) {
+        stream->Send(Event(gen.Chunk(text.substr(sent), false, nullptr)));
+      }
       const std::string reason = StringParam(result->parameters, "finish_reason");
       stream->Send(Event(gen.Chunk("", false, reason.empty() ? "stop" : reason)));
       if (include_usage) {
@@ -264,7 +214,14 @@ void StreamGeneration(const Call& call, const ModelDescription& model,
                       std::unique_ptr<InferRequest> r, std::shared_ptr<GenerationStream> state) {
   r->on_partial = [state, dispatch = call.connection.dispatch](const InferResponse& partial) {
     if (state->stream->broken()) return false;  // the client went away: stop generating
-    dispatch([state, piece = FirstText(partial)] { state->Piece(piece); });
+    if (state->gen.chat) {
+      std::vector<json> deltas = Deltas(partial);
+      if (!deltas.empty()) {
+        dispatch([state, deltas = std::move(deltas)]() mutable { state->SendDeltas(std::move(deltas)); });
+      }
+    } else {
+      dispatch([state, piece = FirstText(partial)] { state->Piece(piece); });
+    }
     return true;
   };
   SubmitRequest(call, model, std::move(r),
@@ -323,7 +280,7 @@ void GatherCompletions(const Call& call, const ModelDescription& model, const Ge
                       completion_tokens +=
                           NumberParam<int64_t>(res->parameters, "completion_tokens", 0);
                       const std::string reason = StringParam(res->parameters, "finish_reason");
-                      choices.push_back(gen.Choice(static_cast<int>(k), FirstText(*res),
+                      choices.push_back(gen.Choice(static_cast<int>(k), *res,
                                                    reason.empty() ? "stop" : reason));
                     }
                     json out = gen.Head(gen.chat ? "chat.completion" : "text_completion");
@@ -334,9 +291,31 @@ void GatherCompletions(const Call& call, const ModelDescription& model, const Ge
   }
 }
 
+
+// POST /apply-template (llama-server's): the prompt a conversation becomes, rendered by the
+// model's template in its generator (in its worker when isolated); nothing is generated.
+void ApplyTemplate(const Call& call, const ModelDescription& model) {
+  auto r = NewRequest(model);
+  if (Status s = ReadChat(call.body, *r); !s.ok()) return call.Fail(s);
+  if (Status s = ReadScheduling(call.body, *r); !s.ok()) return call.Fail(s);
+  r->parameters["render_only"] = true;
+  SubmitRequest(call, model, std::move(r),
+                [reply = call.reply, v = call.version, ka = call.keep_alive,
+                 dialect = call.dialect](Result<InferResponse> result) {
+                  if (!result.ok()) return reply(ApiError(result.status(), dialect, v, ka));
+                  reply(JsonResponse(http::status::ok,
+                                     DumpJson({{"prompt", FirstText(*result)}}), v, ka));
+                });
+}
+
 }  // namespace
 
 void HandleGeneration(const Call& call) {
+  if (call.target == "/apply-template") {
+    auto model = ResolveModel(call.service, call.body, "generate", call.target);
+    if (!model.ok()) return call.Fail(model.status());
+    return ApplyTemplate(call, *model);
+  }
   const bool chat = call.target == "/v1/chat/completions";
   auto model = ResolveModel(call.service, call.body, "generate", call.target);
   if (!model.ok()) return call.Fail(model.status());
@@ -356,9 +335,15 @@ void HandleGeneration(const Call& call) {
   for (size_t i = 0; i < count; ++i) {
     auto r = NewRequest(*model);
     if (chat) {
-      if (Status s = ReadMessages(call.body, *r); !s.ok()) return call.Fail(s);
+      if (Status s = ReadChat(call.body, *r); !s.ok()) return call.Fail(s);
     } else {
       r->inputs.push_back(StringsTensor("PROMPT", {prompts[i]}));
+      if (Status s = ReadResponseFormat(call.body, *r); !s.ok()) return call.Fail(s);
+      for (const char* field : {"tools", "tool_choice", "messages"}) {
+        if (Field(call.body, field)) {
+          return call.Fail(FieldError(field, "only /v1/chat/completions takes it"));
+        }
+      }
     }
     if (Status s = ReadGeneration(call.body, *r, options); !s.ok()) return call.Fail(s);
     requests.push_back(std::move(r));

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <random>
 #include <exception>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "chat.h"
+#include "common/logging.h"
 #include "json-schema-to-grammar.h"
 
 namespace mmserve {
@@ -92,6 +94,17 @@ std::string RequireCallFirst(std::string grammar) {
   std::string line;
   for (const auto& token : tokens) line += (line.empty() ? "" : " ") + token;
   return grammar.replace(root, end - root, line);
+}
+
+// parallel_tool_calls: false as OpenAI means it: one call. The library's generated parser for
+// templates with one tag per call repeats the tag regardless ("tool-calls ::= (tool-call
+// space)+"); that rule is made a single call.
+std::string OneCallOnly(std::string grammar) {
+  const std::string repeated = "\ntool-calls ::= (tool-call space)+\n";
+  if (const size_t at = grammar.find(repeated); at != std::string::npos) {
+    grammar.replace(at, repeated.size(), "\ntool-calls ::= tool-call space\n");
+  }
+  return grammar;
 }
 
 }  // namespace
@@ -208,7 +221,9 @@ Status CheckRequest(const ChatRequest& request) {
     if (!text->empty()) MMS_RETURN_IF_ERROR(CheckText(*text, "the chat request"));
   }
   if (!request.json_schema.empty()) {
-    MMS_RETURN_IF_ERROR(CheckSchemaBounds(request.json_schema, "response_format.json_schema.schema"));
+    // Compiled alone first: the library's own error for a schema it cannot take says nothing.
+    MMS_RETURN_IF_ERROR(
+        SchemaToGrammar(request.json_schema, "response_format.json_schema.schema").status());
   }
   if (!request.tools.empty()) {  // each function's parameters become a grammar too
     const ojson tools = ojson::parse_no_throw(request.tools);
@@ -218,8 +233,9 @@ Status CheckRequest(const ChatRequest& request) {
           !tool["function"].contains("parameters")) {
         continue;
       }
-      MMS_RETURN_IF_ERROR(CheckSchemaBounds(tool["function"]["parameters"].dump_safe(),
-                                            "tools[" + std::to_string(i) + "].function.parameters"));
+      MMS_RETURN_IF_ERROR(SchemaToGrammar(tool["function"]["parameters"].dump_safe(),
+                                          "tools[" + std::to_string(i) + "].function.parameters")
+                              .status());
     }
   }
   return Status::Ok();
@@ -274,6 +290,7 @@ Result<ChatPlan> ChatTemplates::Apply(const ChatRequest& request, size_t max_pro
   if (calls && in.tool_choice == COMMON_CHAT_TOOL_CHOICE_REQUIRED && !params.grammar_lazy) {
     params.grammar = RequireCallFirst(std::move(params.grammar));
   }
+  if (calls && !in.parallel_tool_calls) params.grammar = OneCallOnly(std::move(params.grammar));
   if (params.grammar.size() > (size_t{512} << 10)) {
     return InvalidArgument("the answer's grammar would have " +
                            std::to_string(params.grammar.size()) + " bytes; at most 512 KiB");
@@ -344,32 +361,57 @@ ChatReader::ChatReader(const ChatPlan& plan) : impl_(std::make_unique<Impl>()) {
 }
 ChatReader::~ChatReader() = default;
 
-Result<std::vector<ChatDelta>> ChatReader::Update(const std::string& text, bool final) {
+namespace {
+
+// OpenAI's shape of a call id: "call_" and random characters (clients only echo it back).
+std::string NewCallId() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  static const char kDigits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kDigits[random() % (sizeof(kDigits) - 1)];
+  return id;
+}
+
+std::vector<ChatDelta> ToDeltas(const std::vector<common_chat_msg_diff>& diffs) {
   std::vector<ChatDelta> out;
-  try {
-    common_chat_msg next = common_chat_parse(text, !final, impl_->params);
-    if (next.empty() && !final) return out;
-    int counter = static_cast<int>(impl_->ids.size());
-    next.set_tool_call_ids(impl_->ids, [&counter] {
-      // Unique within the server's lifetime is enough for clients: they echo it back.
-      static std::atomic<uint64_t> serial{0};
-      return "call_" + std::to_string(serial.fetch_add(1)) + "_" + std::to_string(counter++);
-    });
-    for (const auto& d : common_chat_msg_diff::compute_diffs(impl_->message, next)) {
-      ChatDelta delta{.content = d.content_delta, .reasoning_content = d.reasoning_content_delta};
-      if (d.tool_call_index != std::string::npos) {
-        delta.tool_index = static_cast<int>(d.tool_call_index);
-        delta.tool_id = d.tool_call_delta.id;
-        delta.tool_name = d.tool_call_delta.name;
-        delta.tool_arguments = d.tool_call_delta.arguments;
-      }
-      out.push_back(std::move(delta));
+  for (const auto& d : diffs) {
+    ChatDelta delta{.content = d.content_delta, .reasoning_content = d.reasoning_content_delta};
+    if (d.tool_call_index != std::string::npos) {
+      delta.tool_index = static_cast<int>(d.tool_call_index);
+      delta.tool_id = d.tool_call_delta.id;
+      delta.tool_name = d.tool_call_delta.name;
+      delta.tool_arguments = d.tool_call_delta.arguments;
     }
-    impl_->message = std::move(next);
-  } catch (const std::exception& e) {
-    return InvalidArgument("the answer is not a valid message of its format: " + Short(e.what()));
+    out.push_back(std::move(delta));
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<ChatDelta>> ChatReader::Update(const std::string& text, bool final) {
+  try {
+    common_chat_msg next = common_chat_parse(text, !final, impl_->params);
+    if (next.empty() && !final) return std::vector<ChatDelta>();
+    next.set_tool_call_ids(impl_->ids, NewCallId);
+    auto deltas = ToDeltas(common_chat_msg_diff::compute_diffs(impl_->message, next));
+    impl_->message = std::move(next);
+    return deltas;
+  } catch (const std::exception& e) {
+    if (!final) return std::vector<ChatDelta>();  // may read once more text comes
+    // A whole answer the format's parser refuses (text that looks like markup it cannot read):
+    // the answer is its text, as content, rather than an error for a request that was fine.
+    spdlog::debug("chat: the answer does not read as its format ({}); answered as content",
+                  Short(e.what()));
+    std::vector<ChatDelta> deltas;
+    if (impl_->message.tool_calls.empty() && text.starts_with(impl_->message.content)) {
+      deltas.push_back({.content = text.substr(impl_->message.content.size())});
+    }
+    impl_->message = common_chat_msg{};
+    impl_->message.role = "assistant";
+    impl_->message.content = text;
+    return deltas;
+  }
 }
 
 bool ChatReader::has_tool_calls() const { return !impl_->message.tool_calls.empty(); }

@@ -2,8 +2,9 @@
 # Coverage-guided fuzzing (libFuzzer, clang 14, ASan + UBSan) of every parser that reads hostile
 # bytes: the KServe JSON codec and binary tensors, the HTTP routes with the OpenAI/rerank/TEI
 # parsers, the YAML configuration, durations/integers/UTF-8/JSON depth, the GGUF header check,
-# the ONNX graph reader, OpenCV's ONNX importer (in its probe child, as the server runs it), and
-# the image decoding and pre-processing.
+# the ONNX graph reader, OpenCV's ONNX importer (in its probe child, as the server runs it), the
+# image decoding and pre-processing, JSON schemas into grammars (llama.cpp's converter and grammar
+# parser), and chat requests and answers through llama.cpp's chat library (a real template).
 #
 #   scripts/fuzz.sh [SECONDS_EACH] [FUZZER...]    default: 20 s each, every harness
 #   scripts/fuzz.sh --configure                   only configure build-fuzz/ (scripts/test.sh)
@@ -24,7 +25,7 @@ CONFIGURE_ONLY=false
 SECONDS_EACH="${1:-20}"
 shift || true
 ALL=(json_codec_fuzzer http_router_fuzzer config_fuzzer scalars_fuzzer gguf_fuzzer onnx_graph_fuzzer
-     onnx_import_fuzzer image_fuzzer cgroup_fuzzer worker_wire_fuzzer)
+     onnx_import_fuzzer image_fuzzer cgroup_fuzzer worker_wire_fuzzer schema_grammar_fuzzer chat_fuzzer)
 [[ $# -gt 0 ]] && FUZZERS=("$@") || FUZZERS=("${ALL[@]}")
 
 if ! command -v clang++-14 >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then

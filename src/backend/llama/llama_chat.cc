@@ -129,7 +129,7 @@ Result<std::unique_ptr<ChatTemplates>> ChatTemplates::Create(const llama_model* 
   const bool builtin = !override_template.empty() && override_template != "chatml" &&
                        IsBuiltinTemplateName(override_template);
   auto impl = std::make_unique<Impl>();
-  const char* own = llama_model_chat_template(model, nullptr);
+  const char* own = model ? llama_model_chat_template(model, nullptr) : nullptr;
   impl->source = !override_template.empty() ? override_template : own ? own : "chatml";
   const std::string where = override_template.empty() ? "the model's tokenizer.chat_template"
                                                       : "params.chat_template";

@@ -59,7 +59,8 @@ struct ChatPlan {
 // generator instance.
 class ChatTemplates {
  public:
-  // `override_template`: empty, a name of llama.cpp's built-in templates, or Jinja source. An
+  // `override_template`: empty, a name of llama.cpp's built-in templates, or Jinja source (with
+  // no model, not empty). An
   // error names the template's line when it does not parse.
   static Result<std::unique_ptr<ChatTemplates>> Create(const llama_model* model,
                                                        const std::string& override_template);

@@ -281,6 +281,8 @@ Status LlamaGenerator::Prepare(Slot& slot) {
     llama_sampler_chain_add(chain, llama_sampler_init_dist(static_cast<uint32_t>(seed)));
   }
   slot.sampler.reset(chain);
+  // The chain keeps the top k by raw logit (no penalty first): the grammar's shortcut applies.
+  if (repeat_penalty == 1.0f) slot.top_k_only = temperature == 0.0f ? 1 : top_k > 0 ? static_cast<int>(top_k) : 0;
   if (std::string stop = StringParam(r.parameters, "stop"); !stop.empty()) {
     slot.stops.push_back(std::move(stop));
   }
@@ -380,6 +382,7 @@ Result<llama_token> LlamaGenerator::NextToken(Slot& slot, int index) {
   if (!slot.grammar) return llama_sampler_sample(slot.sampler.get(), context_.get(), index);
   const float* logits = llama_get_logits_ith(context_.get(), index);
   if (!logits) return Internal("no logits for the sampled row");
+  slot.logits_index_for_check = index;
   const int n_vocab = llama_vocab_n_tokens(vocab_);
   auto fill = [&] {
     candidates_.resize(static_cast<size_t>(n_vocab));
@@ -390,17 +393,18 @@ Result<llama_token> LlamaGenerator::NextToken(Slot& slot, int index) {
     llama_token_data_array all = fill();
     llama_sampler_apply(slot.sampler.get(), &all);
     llama_token token = all.data[all.selected].id;
-    llama_token_data one{token, 1.0f, 0.0f};
-    llama_token_data_array single{&one, 1, -1, false};
-    llama_sampler_apply(slot.grammar.get(), &single);
-    if (one.logit == -INFINITY) {
-      all = fill();
-      llama_sampler_apply(slot.grammar.get(), &all);
-      llama_sampler_apply(slot.sampler.get(), &all);
-      if (all.selected < 0 || all.data[all.selected].logit == -INFINITY) {
-        return Internal("the answer's grammar allows no token here");
+    if (!Allowed(slot, token)) {
+      std::optional<llama_token> best = FromBestAllowed(slot);
+      if (!best) {
+        all = fill();
+        llama_sampler_apply(slot.grammar.get(), &all);
+        llama_sampler_apply(slot.sampler.get(), &all);
+        if (all.selected < 0 || all.data[all.selected].logit == -INFINITY) {
+          return Internal("the answer's grammar allows no token here");
+        }
+        best = all.data[all.selected].id;
       }
-      token = all.data[all.selected].id;
+      token = *best;
     }
     llama_sampler_accept(slot.grammar.get(), token);
     llama_sampler_accept(slot.sampler.get(), token);
@@ -408,6 +412,52 @@ Result<llama_token> LlamaGenerator::NextToken(Slot& slot, int index) {
   } catch (const std::exception& e) {
     return Internal(std::string("the answer's grammar failed: ") + e.what());
   }
+}
+
+bool LlamaGenerator::Allowed(Slot& slot, llama_token token) {
+  llama_token_data one{token, 1.0f, 0.0f};
+  llama_token_data_array single{&one, 1, -1, false};
+  llama_sampler_apply(slot.grammar.get(), &single);
+  return one.logit != -INFINITY;
+}
+
+// The chain's choice among the tokens the grammar allows, without a whole-vocabulary pass of the
+// grammar: when the chain keeps only the top k candidates by logit (greedy: k = 1; no penalty
+// changes logits first), the top k allowed ones are found by checking candidates one by one in
+// the order of their logits (ties by id, as greedy breaks them), and the chain chooses among
+// them: the same token as a full pass. Nothing when the chain is not of that kind, or fewer than
+// k of the best kMaxChecked candidates are allowed (the full pass then decides).
+std::optional<llama_token> LlamaGenerator::FromBestAllowed(Slot& slot) {
+  constexpr size_t kMaxChecked = 1024;
+  if (slot.top_k_only <= 0) return std::nullopt;
+  const size_t need = static_cast<size_t>(slot.top_k_only);
+  // candidates_ holds the chain's last pass, in the chain's order: it is made again.
+  const float* logits = llama_get_logits_ith(context_.get(), slot.logits_index_for_check);
+  for (size_t t = 0; t < candidates_.size(); ++t) {
+    candidates_[t] = {static_cast<llama_token>(t), logits[t], 0.0f};
+  }
+  auto better = [](const llama_token_data& a, const llama_token_data& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  // Usually one of the next few is allowed: the best 4 * k first, then up to kMaxChecked.
+  size_t sorted = 0;
+  allowed_.clear();
+  for (size_t m : {std::max<size_t>(16, 4 * need), std::max(kMaxChecked, need)}) {
+    m = std::min(m, candidates_.size());
+    if (m <= sorted) break;
+    std::partial_sort(candidates_.begin() + static_cast<ptrdiff_t>(sorted),
+                      candidates_.begin() + static_cast<ptrdiff_t>(m), candidates_.end(), better);
+    for (size_t i = sorted; i < m && allowed_.size() < need; ++i) {
+      if (Allowed(slot, candidates_[i].id)) allowed_.push_back(candidates_[i]);
+    }
+    sorted = m;
+    if (allowed_.size() == need) break;
+  }
+  if (allowed_.size() < need) return std::nullopt;
+  llama_token_data_array best{allowed_.data(), allowed_.size(), -1, false};
+  llama_sampler_apply(slot.sampler.get(), &best);
+  if (best.selected < 0) return std::nullopt;
+  return best.data[best.selected].id;
 }
 
 bool LlamaGenerator::Sample(int seq) {

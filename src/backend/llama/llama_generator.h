@@ -23,6 +23,7 @@
 #include <llama.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -70,6 +71,8 @@ class LlamaGenerator final : public ContinuousInstance {
     LlamaSamplerPtr sampler;
     LlamaSamplerPtr grammar;                // the answer's grammar (a schema, tool calls); or null
     std::unique_ptr<ChatReader> reader;     // a chat's answer read as a message; or null
+    int top_k_only = 0;  // > 0: the chain keeps only the top k candidates by raw logit
+    int logits_index_for_check = -1;
     int max_tokens = 0;
     std::vector<std::string> stops;         // generation ends before any of these
     int logits_index = -1;                  // batch row to sample from after this step's decode
@@ -87,6 +90,8 @@ class LlamaGenerator final : public ContinuousInstance {
   // (the slot is then finished).
   bool SendDeltas(int seq, const std::vector<ChatDelta>& deltas, std::string_view text);
   Result<llama_token> NextToken(Slot& slot, int index);
+  bool Allowed(Slot& slot, llama_token token);  // whether the slot's grammar takes `token` next
+  std::optional<llama_token> FromBestAllowed(Slot& slot);
   // Samples the next token of slot `seq`; returns false when the sequence finished.
   bool Sample(int seq);
 
@@ -97,6 +102,7 @@ class LlamaGenerator final : public ContinuousInstance {
   LlamaContext context_;
   std::unique_ptr<ChatTemplates> templates_;
   std::vector<llama_token_data> candidates_;  // grammar sampling's candidates, reused
+  std::vector<llama_token_data> allowed_;
   llama_batch batch_;
   std::vector<Slot> slots_;
   int active_ = 0;

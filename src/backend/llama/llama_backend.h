@@ -4,7 +4,9 @@
 //             parameter normalize overrides params.normalize
 //   rerank    QUERY (BYTES [1]), DOCUMENTS (BYTES [-1]) → SCORES (FP32 [-1]); request
 //             parameter sigmoid overrides params.sigmoid
-//   generate  PROMPT (BYTES [1]) → TEXT (BYTES [1]), continuous batching (llama_generator.h)
+//   generate  PROMPT (BYTES [1]) or a chat (MESSAGES, TOOLS, ...) → TEXT (BYTES [1]) and for a chat
+//             MESSAGE, continuous batching (llama_generator.h; templates and grammars:
+//             llama_chat.h)
 //   both take the request parameter truncate; every response has the parameter prompt_tokens
 //   (tokens the request fed to the model)
 // Texts from every request of a batch are packed into as few llama_decode calls as the token
@@ -19,7 +21,8 @@
 //     normalize: true   # embed: L2-normalize each vector
 //     truncate: false   # too-long input: truncate (and flag it) instead of a 400
 //     sigmoid: false    # rerank: squash scores into 0..1
-//     chat_template: "" # generate: a template name or text; default the model's, else ChatML
+//     chat_template: "" # generate: a built-in name (llama3, ...), Jinja text, or a .jinja file
+//                       # next to the model; default the GGUF's own template, else ChatML
 //     max_tokens: 128   # generate: tokens per request when the request gives no max_tokens
 //     huge_pages: false # weights on transparent huge pages (common/pages.h): +2.5 % decode
 //                       # tokens/s for a 0.5B F16 model here, but on a VM whose balloon takes

@@ -1,8 +1,10 @@
 // OpenAiApi: the routes clients of other servers already speak, translated onto the models'
 // tensors and submitted to the InferenceService like any KServe request:
 //
-//   POST /v1/chat/completions   messages → ROLES/CONTENTS of a generate model (SSE with stream)
+//   POST /v1/chat/completions   messages, tools, response_format → MESSAGES, TOOLS, JSON_SCHEMA
+//                               of a generate model (SSE with stream; openai_chat.h)
 //   POST /v1/completions        prompt (a string or several) → PROMPT of a generate model
+//   POST /apply-template        llama-server's: the prompt a chat request renders to
 //   POST /v1/embeddings         input (strings or token id arrays) → TEXT/TOKENS of an embed model
 //   GET  /v1/models[/{id}]      every served model with its task
 //   POST /v1/rerank             Jina/Cohere shape: query, documents → QUERY/DOCUMENTS of a rerank

@@ -131,6 +131,27 @@ TEST(ChatReaderTest, ReadsAToolCallWholeAndAsDeltasThatAddUp) {
   EXPECT_THAT(odd.MessageJson(), HasSubstr("and more"));
 }
 
+TEST(ChatReaderTest, SeparatesReasoningFromContentAsLlamaServerDoes) {
+  auto templates = ChatTemplates::Create(nullptr, BundleTemplate("Qwen3.5-4B.jinja"));
+  ASSERT_TRUE(templates.ok()) << templates.status().ToString();
+  ChatRequest request{.messages = R"([{"role":"user","content":"Why?"}])"};
+  for (const std::string format : {"", "deepseek", "none"}) {
+    request.reasoning_format = format;
+    auto plan = (*templates)->Apply(request, 1 << 20);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    ChatReader reader(*plan);
+    auto deltas = reader.Update("Because.\n</think>\n\nIt is so.", true);
+    ASSERT_TRUE(deltas.ok()) << deltas.status().ToString();
+    if (format == "none") {  // thinking left in the content
+      EXPECT_THAT(reader.MessageJson(), HasSubstr("</think>")) << reader.MessageJson();
+    } else {
+      EXPECT_THAT(reader.MessageJson(), HasSubstr(R"("reasoning_content":"Because.\n")"))
+          << reader.MessageJson();
+      EXPECT_THAT(reader.MessageJson(), HasSubstr(R"("content":"It is so.")"));
+    }
+  }
+}
+
 TEST(ChatDeltaJsonTest, WritesOpenAisDeltaShapes) {
   EXPECT_EQ(ChatDeltaJson({.content = "hi"}), R"({"content":"hi"})");
   EXPECT_EQ(ChatDeltaJson({.tool_index = 1, .tool_id = "call_x", .tool_name = "f", .tool_arguments = ""}),

@@ -55,7 +55,8 @@ class ChatTest : public ::testing::Test {
     std::string yaml = "models:\n";
     for (const auto& m : models) {
       yaml += "  - name: " + m + "\n    path: " + GeneratedModel("chat-" + m + ".gguf") +
-              "\n    task: generate\n    params: {n_ctx: 4096, n_parallel: 2, n_batch: 256}\n";
+              "\n    task: generate\n    timeout_ms: 600000\n"
+              "    params: {n_ctx: 4096, n_parallel: 2, n_batch: 256}\n";
     }
     yaml += extra;
     server_ = std::make_unique<ServerProcess>(
@@ -237,7 +238,7 @@ json Call(const json& response) { return response["choices"][0]["message"]["tool
 
 TEST_F(ChatTest, ToolChoiceRequiredNamedAndNoneAreHonouredStreamedAndNot) {
   Serve({"qwen2"}, "  - name: qwen2-isolated\n    path: " + GeneratedModel("chat-qwen2.gguf") +
-                       "\n    task: generate\n    isolation: process\n"
+                       "\n    task: generate\n    isolation: process\n    timeout_ms: 600000\n"
                        "    params: {n_ctx: 4096, n_parallel: 1, n_batch: 256}\n");
   const json messages = {{{"role", "user"}, {"content", "Weather in Paris, and the time?"}}};
   auto request = [&](const json& choice, const json& extra = json::object()) {
@@ -267,7 +268,9 @@ TEST_F(ChatTest, ToolChoiceRequiredNamedAndNoneAreHonouredStreamedAndNot) {
     EXPECT_EQ(Call(named)[0]["function"]["name"], "get_time");
     arguments.emplace_back(schema_of("get_time"), Call(named)[0]["function"]["arguments"]);
 
-    const json none = Post("/v1/chat/completions", request("none", sampling));
+    json short_answer = sampling;
+    short_answer["max_tokens"] = 48;  // no call is the point, not the length
+    const json none = Post("/v1/chat/completions", request("none", short_answer));
     EXPECT_FALSE(none["choices"][0]["message"].contains("tool_calls")) << none.dump();
     EXPECT_NE(none["choices"][0]["finish_reason"], "tool_calls");
   }

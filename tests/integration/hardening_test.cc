@@ -192,7 +192,7 @@ TEST_F(HardeningTest, C1AContentPartOrResponseFormatWithANonStringTypeIsA400) {
   r = client.Post("/v1/chat/completions",
                   R"({"model":"llm","messages":[{"role":"user","content":"x"}],"response_format":{"type":[1]}})");
   EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_EQ(Body(r)["error"]["param"], "response_format") << r.body;
+  EXPECT_EQ(Body(r)["error"]["param"], "response_format.type") << r.body;
 }
 
 TEST_F(HardeningTest, C2JsonNestedDeeperThanTheLimitIsA400OnEveryParser) {

@@ -67,5 +67,19 @@ if grep -rnE '^[^/]*(std::regex|std::sto(i|l|ll|ul|ull|f|d|ld)\(|\.dump\(|json::
   echo "ParseInt64 or a hand-written scanner (they recurse or throw on hostile input)"
   fail=1
 fi
+# Every virtual of Session and Instance has a forwarding override in backend/forwarding.h, so
+# that a decorator deriving from the Forwarding bases cannot drop a capability added later.
+for class in Session Instance; do
+  for method in $(awk -v c="$class" '$0 ~ "^class " c " \\{" {on=1; next} on && /^};/ {on=0}
+                     on && /virtual/ {sub(/\(.*/, ""); print $NF}' backend/backend.h | grep -v '^~'); do
+    if ! awk -v c="Forwarding$class" '$0 ~ "^class " c " " {on=1; next} on && /^};/ {on=0}
+                                      on {print}' backend/forwarding.h |
+         grep -qE "[ *&>]$method\(.*(override|$)"; then
+      echo "backend/forwarding.h: Forwarding$class does not forward $class::$method (a decorator"
+      echo "would drop it): forward it there"
+      fail=1
+    fi
+  done
+done
 ((fail == 0)) && echo "layers: ok"
 exit "$fail"

@@ -51,5 +51,17 @@ plant_sizes() {
 plant_sizes common/pages.cc 'print("\n" * 600)' "lines (at most 600)"
 plant_sizes common/pages.cc 'print("int Planted(int x) {\n" + "  x += 1;\n" * 90 + "  return x;\n}")' \
   "a function of 93 lines"
+# A capability added to Session without a forwarding override in backend/forwarding.h.
+rm -rf "$tmp/src" && cp -r "$root/src" "$tmp/src"
+sed -i 's/^class Session {$/class Session {\n public:\n  virtual bool planted_capability() const { return false; }/' "$tmp/src/backend/backend.h"
+if out=$(bash "$check" "$tmp/src" 2>&1); then
+  echo "FAIL: a new Session virtual without forwarding, check_layers.sh passed"
+  failures=$((failures + 1))
+elif [[ $out != *"does not forward Session::planted_capability"* ]]; then
+  echo "FAIL: a new Session virtual: expected the forwarding error in: $out"
+  failures=$((failures + 1))
+else
+  echo "ok: backend/backend.h: a new Session virtual needs a forwarding decision"
+fi
 ((failures == 0)) && echo "check_layers: every planted violation caught"
 exit "$failures"

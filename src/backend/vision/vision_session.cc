@@ -5,6 +5,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <optional>
 
+#include "backend/forwarding.h"
 #include "backend/vision/image_postprocess.h"
 #include "backend/vision/image_preprocess.h"
 
@@ -13,29 +14,48 @@ namespace {
 
 class VisionSession;
 
-class VisionInstance final : public Instance {
+// The network's instance with the stages around it. Every capability of the network's instance
+// is forwarded (ForwardingInstance); executions run the stages around the network's, and
+// several batches still reach it in one call (an isolated network's one round trip).
+class VisionInstance final : public ForwardingInstance {
  public:
   VisionInstance(const VisionSession& session, std::unique_ptr<Instance> network)
-      : session_(session), network_(std::move(network)) {}
-  Status Execute(Execution& execution) override;
-  bool Abort() override { return network_->Abort(); }
-  void Park() override { network_->Park(); }
+      : ForwardingInstance(std::move(network)), session_(session) {}
+  Status Execute(Execution& execution) override {
+    Status status;
+    ExecuteEach(std::span(&execution, 1), std::span(&status, 1));
+    return status;
+  }
+  void ExecuteEach(std::span<Execution> batches, std::span<Status> statuses) override;
 
  private:
+  // One batch's requests as the network's, and where each came from.
+  struct Staged {
+    std::vector<InferRequest> requests;
+    std::vector<std::vector<ImageTransform>> transforms;
+    std::vector<size_t> runnable;  // the items that passed pre-processing
+    std::vector<BatchItem> items;  // the network's items, one per runnable
+  };
+  void Preprocess(Execution& execution, Staged& staged);
+  void Postprocess(Execution& execution, Staged& staged);
+
   const VisionSession& session_;
-  std::unique_ptr<Instance> network_;
 };
 
-class VisionSession final : public Session {
+// The network's session with the stages around it: every capability is the network's
+// (ForwardingSession) except the signature (images in, post-processed outputs out), the
+// instances (VisionInstance), the counters (the network's plus the stages') and the warm-up
+// request (images).
+class VisionSession final : public ForwardingSession {
  public:
   VisionSession(std::unique_ptr<Session> network, std::optional<ImagePreprocessor> pre,
                 std::optional<ImagePostprocessor> post, std::string image_input, int max_images)
-      : network_(std::move(network)),
+      : ForwardingSession(std::move(network)),
         pre_(std::move(pre)),
         post_(std::move(post)),
         image_input_(std::move(image_input)),
         max_images_(max_images) {
-    signature_ = network_->signature();
+    signature_ = inner().signature();
     if (pre_) {
       for (TensorSpec& in : signature_.inputs) {
         if (in.name == image_input_) in = {kImageInput, DataType::kBytes, {-1}, false};
@@ -45,24 +65,19 @@ class VisionSession final : public Session {
   }
 
   const ModelSignature& signature() const override { return signature_; }
-  int64_t resident_bytes() const override { return network_->resident_bytes(); }
   Result<std::unique_ptr<Instance>> CreateInstance(int index) override {
-    MMS_ASSIGN_OR_RETURN(std::unique_ptr<Instance> network, network_->CreateInstance(index));
+    MMS_ASSIGN_OR_RETURN(std::unique_ptr<Instance> network, inner().CreateInstance(index));
     return std::unique_ptr<Instance>(std::make_unique<VisionInstance>(*this, std::move(network)));
   }
-  void Interrupt() override { network_->Interrupt(); }
-  std::vector<int> batch_tiers() const override { return network_->batch_tiers(); }
   std::map<std::string, int64_t> counters() const override {
-    auto counters = network_->counters();
+    auto counters = inner().counters();
     counters["images"] = images_.load();
     counters["preprocess_deadline_stops"] = deadline_stops_.load();
     return counters;
   }
-  bool executes_inline() const override { return network_->executes_inline(); }
-  int default_warmup() const override { return network_->default_warmup(); }
   // Images: `rows` mid-grey PNGs of the network's size, through every stage.
   std::unique_ptr<InferRequest> WarmupRequest(int rows) const override {
-    auto request = network_->WarmupRequest(rows);
+    auto request = inner().WarmupRequest(rows);
     if (!request || !pre_) return request;
     std::vector<uint8_t> png;
     const cv::Mat grey(pre_->height(), pre_->width(), CV_8UC3, cv::Scalar::all(128));
@@ -92,7 +107,6 @@ class VisionSession final : public Session {
   }
 
  private:
-  const std::unique_ptr<Session> network_;
   const std::optional<ImagePreprocessor> pre_;
   const std::optional<ImagePostprocessor> post_;
   const std::string image_input_;  // the network input the images feed
@@ -175,17 +189,16 @@ Status VisionSession::Prepare(const InferRequest& request, InferRequest& network
   return Status::Ok();
 }
 
-Status VisionInstance::Execute(Execution& execution) {
+void VisionInstance::Preprocess(Execution& execution, Staged& staged) {
   execution.set_stage(Stage::kPreprocess);
   const size_t n = execution.items.size();
-  std::vector<InferRequest> requests(n);
-  std::vector<std::vector<ImageTransform>> transforms(n);
-  std::vector<size_t> runnable;
+  staged.requests.resize(n);
+  staged.transforms.resize(n);
   for (size_t i = 0; i < n; ++i) {
     BatchItem& item = execution.items[i];
     Status status;
     try {  // what OpenCV or an allocation throws fails this request, not the worker
-      status = session_.Prepare(*item.request, requests[i], transforms[i]);
+      status = session_.Prepare(*item.request, staged.requests[i], staged.transforms[i]);
     } catch (const std::exception& e) {
       status = ResourceExhausted(std::string("pre-processing failed: ") + e.what());
     }
@@ -193,31 +206,53 @@ Status VisionInstance::Execute(Execution& execution) {
       item.result = status;
       continue;
     }
-    runnable.push_back(i);
+    staged.runnable.push_back(i);
   }
-  if (runnable.empty()) return Status::Ok();
-  std::vector<BatchItem> inner(runnable.size(), BatchItem{nullptr});
-  for (size_t k = 0; k < runnable.size(); ++k) inner[k].request = &requests[runnable[k]];
-  Execution network_execution{.items = BatchView(inner), .tier = execution.tier};
-  execution.set_stage(Stage::kExecute);
-  network_->set_yield_point(yield_point());
-  MMS_RETURN_IF_ERROR(network_->Execute(network_execution));
+  staged.items.assign(staged.runnable.size(), BatchItem{nullptr});
+  for (size_t k = 0; k < staged.runnable.size(); ++k) {
+    staged.items[k].request = &staged.requests[staged.runnable[k]];
+  }
+}
+
+void VisionInstance::Postprocess(Execution& execution, Staged& staged) {
   execution.set_stage(Stage::kPostprocess);
-  for (size_t k = 0; k < runnable.size(); ++k) {
-    Result<InferResponse> result = std::move(inner[k].result);
+  for (size_t k = 0; k < staged.runnable.size(); ++k) {
+    Result<InferResponse> result = std::move(staged.items[k].result);
+    const size_t i = staged.runnable[k];
     if (result.ok()) {
-      const InferRequest& request = *execution.items[runnable[k]].request;
       Status s;
       try {
-        s = session_.Finish(request, *result, transforms[runnable[k]]);
+        s = session_.Finish(*execution.items[i].request, *result, staged.transforms[i]);
       } catch (const std::exception& e) {
         s = ResourceExhausted(std::string("post-processing failed: ") + e.what());
       }
       if (!s.ok()) result = s;
     }
-    execution.items[runnable[k]].result = std::move(result);
+    execution.items[i].result = std::move(result);
   }
-  return Status::Ok();
+}
+
+void VisionInstance::ExecuteEach(std::span<Execution> batches, std::span<Status> statuses) {
+  std::vector<Staged> staged(batches.size());
+  std::vector<size_t> ran;  // the batches with a request left for the network
+  for (size_t b = 0; b < batches.size(); ++b) {
+    statuses[b] = Status::Ok();
+    Preprocess(batches[b], staged[b]);
+    if (!staged[b].runnable.empty()) ran.push_back(b);
+  }
+  if (ran.empty()) return;
+  std::vector<Execution> network(ran.size());  // made in place: holds an atomic
+  std::vector<Status> network_statuses(ran.size());
+  for (size_t k = 0; k < ran.size(); ++k) {
+    network[k].items = staged[ran[k]].items;
+    network[k].tier = batches[ran[k]].tier;
+    batches[ran[k]].set_stage(Stage::kExecute);
+  }
+  ForwardingInstance::ExecuteEach(network, network_statuses);
+  for (size_t k = 0; k < ran.size(); ++k) {
+    statuses[ran[k]] = network_statuses[k];
+    if (network_statuses[k].ok()) Postprocess(batches[ran[k]], staged[ran[k]]);
+  }
 }
 
 }  // namespace

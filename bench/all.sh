@@ -53,6 +53,7 @@ if $QUICK; then
   scenario "RAG mix isolated (tiny, quick)" "${Q[@]}" BENCH_EMBED=2 BENCH_RERANK=2 BENCH_CHAT=1 BENCH_ISOLATION=process -- rag_mix.sh tiny
   scenario "P10 isolation cost (tiny, quick)" "${Q[@]}" BENCH_CONCURRENCY=4 -- isolation.sh tiny
   scenario "P10s sandbox cost (tiny, quick)" "${Q[@]}" BENCH_CONCURRENCY=4 -- sandbox.sh tiny
+  scenario "P11 structured output (tiny, quick)" "${Q[@]}" -- structured.sh tiny
 else
   MMSERVE_MODEL_SIZES=tiny,base bash "$ROOT/scripts/setup.sh" >/dev/null
   scenario "P1 embeddings, bert-base" BENCH_SECONDS=10 BENCH_ROUNDS=2 -- embeddings.sh base
@@ -71,6 +72,8 @@ else
   scenario "P10 isolation cost, bert-tiny" BENCH_SECONDS=5 BENCH_ROUNDS=3 -- isolation.sh tiny
   scenario "P10 isolation cost, bert-base" BENCH_SECONDS=8 BENCH_ROUNDS=2 -- isolation.sh base
   scenario "P10s sandbox cost, bert-tiny" BENCH_SECONDS=5 BENCH_ROUNDS=3 -- sandbox.sh tiny
+  scenario "P11 structured output, llama-tiny" BENCH_SECONDS=15 BENCH_ROUNDS=3 -- structured.sh tiny
+  scenario "P11 structured output, llama-base" BENCH_SECONDS=40 BENCH_ROUNDS=2 -- structured.sh base
 fi
 
 echo

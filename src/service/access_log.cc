@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdio>
 
+#include "backend/generate_contract.h"
 #include "common/json.h"
 
 namespace mmserve {
@@ -80,11 +81,11 @@ void LogAccessOnAnswer(InferRequest& request) {
         entry.queue_ms = static_cast<double>(r.queue_ns) / 1e6;
         entry.compute_ms = static_cast<double>(r.compute_ns) / 1e6;
       }
-      if (r.parameters.contains("prompt_tokens")) {
-        entry.tokens_in = NumberParam<int64_t>(r.parameters, "prompt_tokens", 0);
+      if (r.parameters.contains(generate::kPromptTokens)) {
+        entry.tokens_in = NumberParam<int64_t>(r.parameters, generate::kPromptTokens, 0);
       }
-      if (r.parameters.contains("completion_tokens")) {
-        entry.tokens_out = NumberParam<int64_t>(r.parameters, "completion_tokens", 0);
+      if (r.parameters.contains(generate::kCompletionTokens)) {
+        entry.tokens_out = NumberParam<int64_t>(r.parameters, generate::kCompletionTokens, 0);
       }
     } else {
       entry.error = std::string(result.status().message());

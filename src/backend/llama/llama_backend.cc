@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "backend/file_probe.h"
+#include "backend/generate_contract.h"
 #include "backend/llama/gguf_summary.h"
 #include "backend/llama/llama_chat.h"
 #include "backend/llama/llama_encoder.h"
@@ -119,7 +120,7 @@ class LlamaSession final : public Session {
     auto request = std::make_unique<InferRequest>();
     std::string texts;
     for (int i = 0; i < (generate_ ? 1 : rows); ++i) Tensor::AppendBytesElement(texts, "warmup");
-    request->inputs.emplace_back(generate_ ? "PROMPT" : "TEXT", DataType::kBytes,
+    request->inputs.emplace_back(generate_ ? generate::kPrompt : "TEXT", DataType::kBytes,
                                  Shape{generate_ ? 1 : rows}, std::move(texts));
     if (generate_) request->parameters["max_tokens"] = int64_t{1};
     return request;
@@ -367,16 +368,17 @@ Result<Fd> OpenProbed(const ModelConfig& model, const GgufSummary& gguf, bool ge
 ModelSignature Signature(bool generate, EncoderTask task, int64_t n_embd) {
   ModelSignature signature{.platform = "llama_gguf"};
   if (generate) {
-    signature.inputs = {{"PROMPT", DataType::kBytes, {1}, /*optional=*/true},
-                        {"ROLES", DataType::kBytes, {-1}, /*optional=*/true},
-                        {"CONTENTS", DataType::kBytes, {-1}, /*optional=*/true},
-                        {"STOP", DataType::kBytes, {-1}, /*optional=*/true},
-                        {"MESSAGES", DataType::kBytes, {1}, /*optional=*/true},
-                        {"TOOLS", DataType::kBytes, {1}, /*optional=*/true},
-                        {"TEMPLATE_KWARGS", DataType::kBytes, {1}, /*optional=*/true},
-                        {"JSON_SCHEMA", DataType::kBytes, {1}, /*optional=*/true}};
+    using namespace generate;  // NOLINT: the contract's names, in one list
+    signature.inputs = {{kPrompt, DataType::kBytes, {1}, /*optional=*/true},
+                        {kRoles, DataType::kBytes, {-1}, /*optional=*/true},
+                        {kContents, DataType::kBytes, {-1}, /*optional=*/true},
+                        {kStop, DataType::kBytes, {-1}, /*optional=*/true},
+                        {kMessages, DataType::kBytes, {1}, /*optional=*/true},
+                        {kTools, DataType::kBytes, {1}, /*optional=*/true},
+                        {kTemplateKwargs, DataType::kBytes, {1}, /*optional=*/true},
+                        {kJsonSchema, DataType::kBytes, {1}, /*optional=*/true}};
     // MESSAGE: a chat's answer as a message (JSON: content, reasoning_content, tool_calls).
-    signature.outputs = {{"TEXT", DataType::kBytes, {1}}, {"MESSAGE", DataType::kBytes, {1}}};
+    signature.outputs = {{kText, DataType::kBytes, {1}}, {kMessage, DataType::kBytes, {1}}};
   } else if (task == EncoderTask::kEmbed) {
     // TEXT (strings), or TOKENS: each element one text's token ids as little-endian int32.
     signature.inputs = {{"TEXT", DataType::kBytes, {-1}, /*optional=*/true},

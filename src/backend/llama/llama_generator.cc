@@ -5,6 +5,8 @@
 #include <cmath>
 #include <optional>
 
+#include "backend/generate_contract.h"
+#include "backend/llama/llama_request.h"
 #include "common/json.h"
 #include "common/logging.h"
 
@@ -75,118 +77,16 @@ bool LlamaGenerator::Abort() {
 
 int LlamaGenerator::free_slots() const { return static_cast<int>(slots_.size()) - active_; }
 
-namespace {
-
-// ROLES and CONTENTS (KServe's chat inputs) as OpenAI messages.
-Result<std::string> MessagesOf(const Tensor& roles, const Tensor& contents) {
-  const auto r = roles.BytesElements();
-  const auto c = contents.BytesElements();
-  if (r.size() != c.size() || r.empty()) {
-    return InvalidArgument("ROLES and CONTENTS: expected the same number (at least one) of "
-                           "elements, found " + std::to_string(r.size()) + " and " +
-                           std::to_string(c.size()));
-  }
-  std::string messages = "[";
-  for (size_t i = 0; i < r.size(); ++i) {
-    if (i > 0) messages += ',';
-    messages += "{\"role\":" + DumpJson(std::string(r[i])) +
-                ",\"content\":" + DumpJson(std::string(c[i])) + "}";
-  }
-  return messages + "]";
-}
-
-// One text element of an optional input, or an error naming it.
-Result<std::optional<std::string>> OneText(const InferRequest& r, const char* name) {
-  const Tensor* t = r.input(name);
-  if (!t) return std::optional<std::string>();
-  const auto texts = t->BytesElements();
-  if (texts.size() != 1) return InvalidArgument(std::string(name) + ": expected one element");
-  return std::optional<std::string>(std::string(texts[0]));
-}
-
-// The request's chat inputs and parameters as the template's request.
-Result<ChatRequest> ChatRequestOf(const InferRequest& r) {
-  ChatRequest chat;
-  MMS_ASSIGN_OR_RETURN(auto messages, OneText(r, "MESSAGES"));
-  const Tensor* roles = r.input("ROLES");
-  const Tensor* contents = r.input("CONTENTS");
-  if (messages && (roles || contents)) {
-    return InvalidArgument("give chat messages either as MESSAGES or as ROLES and CONTENTS");
-  }
-  if (messages) {
-    chat.messages = std::move(*messages);
-  } else {
-    if (!roles || !contents) {
-      return InvalidArgument("give either PROMPT, or chat messages as ROLES and CONTENTS");
-    }
-    MMS_ASSIGN_OR_RETURN(chat.messages, MessagesOf(*roles, *contents));
-  }
-  MMS_ASSIGN_OR_RETURN(auto tools, OneText(r, "TOOLS"));
-  MMS_ASSIGN_OR_RETURN(auto kwargs, OneText(r, "TEMPLATE_KWARGS"));
-  chat.tools = tools.value_or("");
-  chat.template_kwargs = kwargs.value_or("");
-  if (std::string choice = StringParam(r.parameters, "tool_choice"); !choice.empty()) {
-    chat.tool_choice = std::move(choice);
-  }
-  chat.tool_name = StringParam(r.parameters, "tool_name");
-  if (r.parameters.contains("parallel_tool_calls")) {
-    chat.parallel_tool_calls = BoolParam(r.parameters, "parallel_tool_calls", false);
-  }
-  chat.reasoning_format = StringParam(r.parameters, "reasoning_format");
-  return chat;
-}
-
-Result<llama_sampler*> MakeGrammar(const llama_vocab* vocab, const ChatPlan& plan) {
-  std::vector<const char*> patterns;
-  for (const auto& p : plan.trigger_patterns) patterns.push_back(p.c_str());
-  llama_sampler* grammar = nullptr;
-  try {
-    grammar = plan.grammar_lazy
-                  ? llama_sampler_init_grammar_lazy_patterns(
-                        vocab, plan.grammar.c_str(), "root", patterns.data(), patterns.size(),
-                        plan.trigger_tokens.data(), plan.trigger_tokens.size())
-                  : llama_sampler_init_grammar(vocab, plan.grammar.c_str(), "root");
-  } catch (const std::exception& e) {
-    return InvalidArgument(std::string("the answer's grammar does not build: ") + e.what());
-  }
-  if (!grammar) return InvalidArgument("the answer's grammar does not build (see the log)");
-  return grammar;
-}
-
-// The grammar starts at the template's opening of the answer, which the prompt holds already:
-// it is fed those tokens first (as llama.cpp's common sampler does).
-Status Prefill(const llama_vocab* vocab, llama_sampler* grammar, const std::string& opening) {
-  std::vector<llama_token> tokens(opening.size() + 8);
-  const int n = llama_tokenize(vocab, opening.data(), static_cast<int32_t>(opening.size()),
-                               tokens.data(), static_cast<int32_t>(tokens.size()), false, true);
-  for (int i = 0; i < n; ++i) {
-    const llama_token token = tokens[static_cast<size_t>(i)];
-    const std::string piece = TokenPiece(vocab, token);
-    if (i == 0 && !piece.empty() && std::isspace(static_cast<unsigned char>(piece[0])) &&
-        !std::isspace(static_cast<unsigned char>(opening[0]))) {
-      continue;  // a tokenizer's space before the first special token
-    }
-    try {
-      llama_sampler_accept(grammar, token);
-    } catch (const std::exception& e) {
-      return InvalidArgument(std::string("the answer's grammar refuses the template's "
-                                         "opening: ") + e.what());
-    }
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 // The prompt: PROMPT as it is, or chat messages rendered; a chat gets its reader, and either
 // gets the grammar its answer follows.
 Status LlamaGenerator::PlanPrompt(Slot& slot, std::string& prompt) {
   const InferRequest& r = *slot.request;
-  const Tensor* prompt_input = r.input("PROMPT");
-  MMS_ASSIGN_OR_RETURN(auto schema, OneText(r, "JSON_SCHEMA"));
+  const Tensor* prompt_input = r.input(generate::kPrompt);
+  MMS_ASSIGN_OR_RETURN(auto schema, OneText(r, generate::kJsonSchema));
   ChatPlan plan;
   if (prompt_input) {
-    if (r.input("ROLES") || r.input("CONTENTS") || r.input("MESSAGES")) {
+    if (r.input(generate::kRoles) || r.input(generate::kContents) || r.input(generate::kMessages)) {
       return InvalidArgument("give either PROMPT, or chat messages as ROLES and CONTENTS");
     }
     const auto texts = prompt_input->BytesElements();
@@ -197,14 +97,14 @@ Status LlamaGenerator::PlanPrompt(Slot& slot, std::string& prompt) {
                            SchemaToGrammar(*schema, "response_format.json_schema.schema"));
     }
   } else {
-    if (!r.input("MESSAGES") && !r.input("ROLES") && !r.input("CONTENTS")) {
+    if (!r.input(generate::kMessages) && !r.input(generate::kRoles) && !r.input(generate::kContents)) {
       return InvalidArgument("missing input 'PROMPT' (or chat messages as ROLES and CONTENTS)");
     }
     MMS_ASSIGN_OR_RETURN(ChatRequest chat, ChatRequestOf(r));
     chat.json_schema = schema.value_or("");
     // A prompt of more bytes than 64 per context cell cannot fit the context.
     MMS_ASSIGN_OR_RETURN(plan, templates_->Apply(chat, static_cast<size_t>(n_ctx_seq_) * 64));
-    if (!plan.tools_error.empty() && !BoolParam(r.parameters, "render_only", false)) {
+    if (!plan.tools_error.empty() && !BoolParam(r.parameters, generate::kRenderOnly, false)) {
       return InvalidArgument(plan.tools_error);
     }
     prompt = std::move(plan.prompt);
@@ -226,7 +126,7 @@ Status LlamaGenerator::Prepare(Slot& slot) {
   const InferRequest& r = *slot.request;
   std::string rendered;
   MMS_RETURN_IF_ERROR(PlanPrompt(slot, rendered));
-  if (BoolParam(r.parameters, "render_only", false)) {
+  if (BoolParam(r.parameters, generate::kRenderOnly, false)) {
     slot.text = std::move(rendered);
     return Status::Ok();
   }
@@ -286,7 +186,7 @@ Status LlamaGenerator::Prepare(Slot& slot) {
   if (std::string stop = StringParam(r.parameters, "stop"); !stop.empty()) {
     slot.stops.push_back(std::move(stop));
   }
-  if (const Tensor* stops = r.input("STOP")) {
+  if (const Tensor* stops = r.input(generate::kStop)) {
     for (std::string_view stop : stops->BytesElements()) {
       if (!stop.empty()) slot.stops.emplace_back(stop);
     }
@@ -311,11 +211,11 @@ void LlamaGenerator::Admit(std::unique_ptr<InferRequest> request) {
     return;
   }
   ++active_;
-  if (BoolParam(slot.request->parameters, "render_only", false)) {  // POST /apply-template
+  if (BoolParam(slot.request->parameters, generate::kRenderOnly, false)) {  // POST /apply-template
     InferResponse response;
     std::string data;
     Tensor::AppendBytesElement(data, slot.text);
-    response.outputs.emplace_back("TEXT", DataType::kBytes, Shape{1}, std::move(data));
+    response.outputs.emplace_back(generate::kText, DataType::kBytes, Shape{1}, std::move(data));
     Finish(static_cast<int>(it - slots_.begin()), std::move(response));
   }
 }
@@ -336,10 +236,10 @@ void LlamaGenerator::FinishOk(int seq, const std::string& reason) {
   InferResponse response;
   std::string data;
   Tensor::AppendBytesElement(data, slot.text);
-  response.outputs.emplace_back("TEXT", DataType::kBytes, Shape{1}, std::move(data));
-  response.parameters["prompt_tokens"] = static_cast<int64_t>(slot.prompt.size());
-  response.parameters["completion_tokens"] = static_cast<int64_t>(slot.generated.size());
-  response.parameters["finish_reason"] = reason;
+  response.outputs.emplace_back(generate::kText, DataType::kBytes, Shape{1}, std::move(data));
+  response.parameters[generate::kPromptTokens] = static_cast<int64_t>(slot.prompt.size());
+  response.parameters[generate::kCompletionTokens] = static_cast<int64_t>(slot.generated.size());
+  response.parameters[generate::kFinishReason] = reason;
   if (slot.reader) {
     // The whole answer read as a message; streamed, its last deltas go out first.
     auto deltas = slot.reader->Update(slot.text, /*final=*/true);
@@ -347,9 +247,9 @@ void LlamaGenerator::FinishOk(int seq, const std::string& reason) {
     if (slot.request->on_partial && !deltas->empty() && !SendDeltas(seq, *deltas, {})) return;
     std::string message;
     Tensor::AppendBytesElement(message, slot.reader->MessageJson());
-    response.outputs.emplace_back("MESSAGE", DataType::kBytes, Shape{1}, std::move(message));
+    response.outputs.emplace_back(generate::kMessage, DataType::kBytes, Shape{1}, std::move(message));
     if (reason == "stop" && slot.reader->has_tool_calls()) {
-      response.parameters["finish_reason"] = std::string("tool_calls");
+      response.parameters[generate::kFinishReason] = std::string("tool_calls");
     }
   }
   Finish(seq, std::move(response));
@@ -361,11 +261,11 @@ bool LlamaGenerator::SendDeltas(int seq, const std::vector<ChatDelta>& deltas,
   InferResponse partial;
   std::string data;
   Tensor::AppendBytesElement(data, text);
-  partial.outputs.emplace_back("TEXT", DataType::kBytes, Shape{1}, std::move(data));
+  partial.outputs.emplace_back(generate::kText, DataType::kBytes, Shape{1}, std::move(data));
   if (slot.reader) {
     std::string json;
     for (const auto& delta : deltas) Tensor::AppendBytesElement(json, ChatDeltaJson(delta));
-    partial.outputs.emplace_back("DELTA", DataType::kBytes,
+    partial.outputs.emplace_back(generate::kDelta, DataType::kBytes,
                                  Shape{static_cast<int64_t>(deltas.size())}, std::move(json));
   }
   if (!slot.request->on_partial(partial)) {

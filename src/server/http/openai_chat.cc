@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "backend/generate_contract.h"
 #include "common/json.h"
 #include "server/http/openai_chat.h"
 
@@ -163,7 +164,7 @@ Status ReadTools(const json& body, InferRequest& r, std::set<std::string>& names
     if (!description.empty()) f["description"] = description;
     list.push_back({{"type", "function"}, {"function", std::move(f)}});
   }
-  r.inputs.push_back(StringsTensor("TOOLS", {DumpJson(list)}));
+  r.inputs.push_back(StringsTensor(generate::kTools, {DumpJson(list)}));
   return Status::Ok();
 }
 
@@ -178,7 +179,7 @@ Status ReadToolChoice(const json& body, InferRequest& r, const std::set<std::str
                                        "\"function\": {\"name\": ...}}, " + Found(*choice));
     }
     if (c == "required" && names.empty()) return FieldError("tool_choice", "required, but tools is empty");
-    r.parameters["tool_choice"] = c;
+    r.parameters[generate::kToolChoice] = c;
     return Status::Ok();
   }
   const json* function = choice->is_object() ? Field(*choice, "function") : nullptr;
@@ -191,8 +192,8 @@ Status ReadToolChoice(const json& body, InferRequest& r, const std::set<std::str
   if (!names.contains(name)) {
     return FieldError("tool_choice.function.name", "no function named " + QuoteJson(name) + " in tools");
   }
-  r.parameters["tool_choice"] = std::string("required");
-  r.parameters["tool_name"] = name;
+  r.parameters[generate::kToolChoice] = std::string("required");
+  r.parameters[generate::kToolName] = name;
   return Status::Ok();
 }
 
@@ -268,7 +269,7 @@ Status ReadResponseFormat(const json& body, InferRequest& r) {
   } else {
     return FieldError("response_format.type", "expected text, json_object or json_schema, " + Found(*type));
   }
-  r.inputs.push_back(StringsTensor("JSON_SCHEMA", {DumpJson(schema)}));
+  r.inputs.push_back(StringsTensor(generate::kJsonSchema, {DumpJson(schema)}));
   return Status::Ok();
 }
 
@@ -284,13 +285,13 @@ Status ReadChat(const json& body, InferRequest& r) {
     MMS_RETURN_IF_ERROR(ReadMessage((*messages)[i], "messages[" + std::to_string(i) + "]", m));
     list.push_back(std::move(m));
   }
-  r.inputs.push_back(StringsTensor("MESSAGES", {DumpJson(list)}));
+  r.inputs.push_back(StringsTensor(generate::kMessages, {DumpJson(list)}));
   std::set<std::string> names;
   MMS_RETURN_IF_ERROR(ReadTools(body, r, names));
   MMS_RETURN_IF_ERROR(ReadToolChoice(body, r, names));
   std::optional<bool> parallel;
   MMS_RETURN_IF_ERROR(ReadBool(body, "parallel_tool_calls", parallel));
-  if (parallel) r.parameters["parallel_tool_calls"] = *parallel;
+  if (parallel) r.parameters[generate::kParallelToolCalls] = *parallel;
   if (const json* kwargs = Field(body, "chat_template_kwargs")) {
     if (!kwargs->is_object() || kwargs->size() > kMaxKwargs) {
       return FieldError("chat_template_kwargs", "expected an object of at most " +
@@ -299,21 +300,21 @@ Status ReadChat(const json& body, InferRequest& r) {
     if (const json* thinking = Field(*kwargs, "enable_thinking"); thinking && !thinking->is_boolean()) {
       return FieldError("chat_template_kwargs.enable_thinking", "expected true or false, " + Found(*thinking));
     }
-    r.inputs.push_back(StringsTensor("TEMPLATE_KWARGS", {DumpJson(*kwargs)}));
+    r.inputs.push_back(StringsTensor(generate::kTemplateKwargs, {DumpJson(*kwargs)}));
   }
   if (const json* format = Field(body, "reasoning_format")) {
     static const std::set<std::string> kFormats = {"none", "auto", "deepseek", "deepseek-legacy"};
     if (!format->is_string() || !kFormats.contains(format->get<std::string>())) {
       return FieldError("reasoning_format", "expected none, auto, deepseek or deepseek-legacy, " + Found(*format));
     }
-    r.parameters["reasoning_format"] = format->get<std::string>();
+    r.parameters[generate::kReasoningFormat] = format->get<std::string>();
   }
   return ReadResponseFormat(body, r);
 }
 
 json AssistantMessage(const InferResponse& response) {
   json message = {{"role", "assistant"}, {"content", FirstText(response)}};
-  const Tensor* parsed = Output(response, "MESSAGE");
+  const Tensor* parsed = Output(response, generate::kMessage);
   if (!parsed || parsed->BytesElements().size() != 1) return message;
   const json m = ParseJson(parsed->BytesElements()[0]);
   if (!m.is_object()) return message;
@@ -328,7 +329,7 @@ json AssistantMessage(const InferResponse& response) {
 
 std::vector<json> Deltas(const InferResponse& partial) {
   std::vector<json> out;
-  const Tensor* deltas = Output(partial, "DELTA");
+  const Tensor* deltas = Output(partial, generate::kDelta);
   if (!deltas) return out;
   for (std::string_view text : deltas->BytesElements()) {
     json read = ParseJson(text);

@@ -2,6 +2,7 @@
 // inputs, answered whole or streamed as server-sent events.
 #include <set>
 
+#include "backend/generate_contract.h"
 #include "common/json.h"
 #include "server/http/openai_chat.h"
 
@@ -35,7 +36,7 @@ Status ReadStop(const json& body, InferRequest& r) {
     return FieldError("stop", "expected a string or a list of at most 16 strings, " +
                                   Found(*stop));
   }
-  if (!stops.empty()) r.inputs.push_back(StringsTensor("STOP", stops));
+  if (!stops.empty()) r.inputs.push_back(StringsTensor(generate::kStop, stops));
   return Status::Ok();
 }
 
@@ -195,13 +196,13 @@ struct GenerationStream {
       if (!gen.chat && text.size() > sent) {
         stream->Send(Event(gen.Chunk(text.substr(sent), false, nullptr)));
       }
-      const std::string reason = StringParam(result->parameters, "finish_reason");
+      const std::string reason = StringParam(result->parameters, generate::kFinishReason);
       stream->Send(Event(gen.Chunk("", false, reason.empty() ? "stop" : reason)));
       if (include_usage) {
         json usage = gen.Head(gen.chat ? "chat.completion.chunk" : "text_completion");
         usage["choices"] = json::array();
-        usage["usage"] = Usage(NumberParam<int64_t>(result->parameters, "prompt_tokens", 0),
-                               NumberParam<int64_t>(result->parameters, "completion_tokens", 0));
+        usage["usage"] = Usage(NumberParam<int64_t>(result->parameters, generate::kPromptTokens, 0),
+                               NumberParam<int64_t>(result->parameters, generate::kCompletionTokens, 0));
         stream->Send(Event(usage));
       }
     }
@@ -276,10 +277,10 @@ void GatherCompletions(const Call& call, const ModelDescription& model, const Ge
                     for (size_t k = 0; k < gather->results.size(); ++k) {
                       const auto& res = *gather->results[k];
                       if (!res.ok()) return reply(ApiError(res.status(), Dialect::kOpenAi, v, ka));
-                      prompt_tokens += NumberParam<int64_t>(res->parameters, "prompt_tokens", 0);
+                      prompt_tokens += NumberParam<int64_t>(res->parameters, generate::kPromptTokens, 0);
                       completion_tokens +=
-                          NumberParam<int64_t>(res->parameters, "completion_tokens", 0);
-                      const std::string reason = StringParam(res->parameters, "finish_reason");
+                          NumberParam<int64_t>(res->parameters, generate::kCompletionTokens, 0);
+                      const std::string reason = StringParam(res->parameters, generate::kFinishReason);
                       choices.push_back(gen.Choice(static_cast<int>(k), *res,
                                                    reason.empty() ? "stop" : reason));
                     }
@@ -298,7 +299,7 @@ void ApplyTemplate(const Call& call, const ModelDescription& model) {
   auto r = NewRequest(model);
   if (Status s = ReadChat(call.body, *r); !s.ok()) return call.Fail(s);
   if (Status s = ReadScheduling(call.body, *r); !s.ok()) return call.Fail(s);
-  r->parameters["render_only"] = true;
+  r->parameters[generate::kRenderOnly] = true;
   SubmitRequest(call, model, std::move(r),
                 [reply = call.reply, v = call.version, ka = call.keep_alive,
                  dialect = call.dialect](Result<InferResponse> result) {
@@ -337,7 +338,7 @@ void HandleGeneration(const Call& call) {
     if (chat) {
       if (Status s = ReadChat(call.body, *r); !s.ok()) return call.Fail(s);
     } else {
-      r->inputs.push_back(StringsTensor("PROMPT", {prompts[i]}));
+      r->inputs.push_back(StringsTensor(generate::kPrompt, {prompts[i]}));
       if (Status s = ReadResponseFormat(call.body, *r); !s.ok()) return call.Fail(s);
       for (const char* field : {"tools", "tool_choice", "messages"}) {
         if (Field(call.body, field)) {

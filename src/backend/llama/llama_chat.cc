@@ -13,6 +13,7 @@
 #include "chat.h"
 #include "common/logging.h"
 #include "json-schema-to-grammar.h"
+#include "log.h"
 
 namespace mmserve {
 namespace {
@@ -109,6 +110,14 @@ std::string OneCallOnly(std::string grammar) {
 
 }  // namespace
 
+void SilenceChatLibraryLog() {
+  static const bool silenced = [] {
+    common_log_set_verbosity_thold(0);  // below LOG_LEVEL_ERROR: nothing is written
+    return true;
+  }();
+  (void)silenced;
+}
+
 struct ChatSyntax {
   common_chat_parser_params params;
 };
@@ -124,6 +133,7 @@ ChatTemplates::~ChatTemplates() = default;
 
 Result<std::unique_ptr<ChatTemplates>> ChatTemplates::Create(const llama_model* model,
                                                              const std::string& override_template) {
+  SilenceChatLibraryLog();
   // A built-in name renders through llama.cpp's own formatter (no Jinja, no tools), except
   // chatml, which the library has as Jinja.
   const bool builtin = !override_template.empty() && override_template != "chatml" &&

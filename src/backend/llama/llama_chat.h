@@ -79,6 +79,11 @@ class ChatTemplates {
   bool jinja_;
 };
 
+// Turns llama.cpp's common library's own logging off (once; every entry point here calls it):
+// its errors reach mmserve as exceptions, which become Statuses, and its log would print a
+// model's output raw (escape sequences included) on stderr.
+void SilenceChatLibraryLog();
+
 // Renders a few conversations (plain, system, multi-turn, tools, tool results) with the model's
 // own template: what a probe child runs before the server parses the template itself.
 Status ProbeChatTemplates(const llama_model* model);

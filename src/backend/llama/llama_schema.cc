@@ -142,6 +142,7 @@ Status CheckSchemaBounds(std::string_view text, const std::string& field) {
 }
 
 Result<std::string> SchemaToGrammar(std::string_view text, const std::string& field) {
+  SilenceChatLibraryLog();
   MMS_RETURN_IF_ERROR(CheckSchemaBounds(text, field));
   std::string grammar;
   try {

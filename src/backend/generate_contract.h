@@ -26,10 +26,13 @@ inline constexpr char kToolName[] = "tool_name";      // the named form of tool_
 inline constexpr char kParallelToolCalls[] = "parallel_tool_calls";
 inline constexpr char kReasoningFormat[] = "reasoning_format";
 inline constexpr char kRenderOnly[] = "render_only";  // answer the rendered prompt as kText
+inline constexpr char kCachePrompt[] = "cache_prompt";  // false: no reuse of cached prompts
+inline constexpr char kCacheSalt[] = "cache_salt";      // only requests with the same salt share
 
 // Response parameters (the llama encoders set kPromptTokens too).
 inline constexpr char kPromptTokens[] = "prompt_tokens";
 inline constexpr char kCompletionTokens[] = "completion_tokens";
 inline constexpr char kFinishReason[] = "finish_reason";  // stop | length | tool_calls
+inline constexpr char kCachedTokens[] = "cached_tokens";  // prompt tokens reused from a cache
 
 }  // namespace mmserve::generate

@@ -131,6 +131,7 @@ class LlamaSession final : public Session {
             {"sequences", static_cast<int64_t>(stats_.sequences.load())},
             {"tokens", static_cast<int64_t>(stats_.tokens.load())},
             {"generated_tokens", static_cast<int64_t>(stats_.generated_tokens.load())},
+            {"reused_prompt_tokens", static_cast<int64_t>(stats_.reused_prompt_tokens.load())},
             {"context_releases", static_cast<int64_t>(stats_.context_releases.load())},
             {"first_tokens", first.count},
             {"first_token_ns", first.sum_ns}};

@@ -93,6 +93,7 @@ struct LlamaStats {
   std::atomic<int64_t> contexts{0};           // live encoders and generators (a context each)
   std::atomic<uint64_t> context_releases{0};  // contexts an idle instance freed (Release)
   std::atomic<uint64_t> generated_tokens{0};  // generate: tokens sampled
+  std::atomic<uint64_t> reused_prompt_tokens{0};  // generate: prompt tokens a cache held
   AtomicHistogram time_to_first_token;        // generate: arrival → first token, per sequence
   AtomicHistogram time_per_output_token;      // generate: each later token's gap to the last
 };

@@ -58,6 +58,13 @@ LlamaGenerator::LlamaGenerator(const llama_model* model, LlamaOptions options, L
       templates_(std::move(templates)),
       slots_(static_cast<size_t>(llama_n_seq_max(context_.get()))) {
   context_.hooks().instance = this;
+  cached_.resize(slots_.size());
+  // Reuse needs a cache cut partway by position: not a recurrent or hybrid model's state, not a
+  // sliding window's (cells past the window are gone). Those decode every prompt in full.
+  reuse_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_) &&
+           llama_model_n_swa(model_) == 0;
+  if (!reuse_) spdlog::info("generator: this model's cache cannot be cut partway; every prompt "
+                            "is decoded in full (no reuse across requests)");
   n_batch_ = static_cast<int>(llama_n_batch(context_.get()));
   n_ctx_seq_ = static_cast<int>(llama_n_ctx_seq(context_.get()));
   batch_ = llama_batch_init(n_batch_, 0, 1);
@@ -196,34 +203,79 @@ Status LlamaGenerator::Prepare(Slot& slot) {
 }
 
 void LlamaGenerator::Admit(std::unique_ptr<InferRequest> request) {
-  auto it = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.request; });
-  if (it == slots_.end()) {
+  if (active_ >= static_cast<int>(slots_.size())) {
     request->done(ResourceExhausted("no free generation slot"));
     return;
   }
-  Slot& slot = *it;
-  slot = Slot{};
+  Slot slot;
   slot.request = std::move(request);
-  if (Status s = Prepare(slot); !s.ok()) {
-    auto r = std::move(slot.request);
-    slot = Slot{};
-    r->done(s);
-    return;
-  }
-  ++active_;
-  if (BoolParam(slot.request->parameters, generate::kRenderOnly, false)) {  // POST /apply-template
+  if (Status s = Prepare(slot); !s.ok()) return slot.request->done(s);
+  if (BoolParam(slot.request->parameters, generate::kRenderOnly, false)) {  // /apply-template
     InferResponse response;
     std::string data;
     Tensor::AppendBytesElement(data, slot.text);
     response.outputs.emplace_back(generate::kText, DataType::kBytes, Shape{1}, std::move(data));
-    Finish(static_cast<int>(it - slots_.begin()), std::move(response));
+    return slot.request->done(std::move(response));
   }
+  const int seq = ChooseSlot(slot);
+  slots_[static_cast<size_t>(seq)] = std::move(slot);
+  ++active_;
 }
 
-void LlamaGenerator::Finish(int seq, Result<InferResponse> result) {
+int LlamaGenerator::ChooseSlot(Slot& slot) {
+  const InferRequest& r = *slot.request;
+  const bool reuse = reuse_ && BoolParam(r.parameters, generate::kCachePrompt, true);
+  const std::string salt = StringParam(r.parameters, generate::kCacheSalt);
+  int best = -1, oldest = -1;
+  size_t best_common = 0;
+  for (int seq = 0; seq < static_cast<int>(slots_.size()); ++seq) {
+    if (slots_[static_cast<size_t>(seq)].request) continue;
+    const Cached& c = cached_[static_cast<size_t>(seq)];
+    if (oldest < 0 || c.used < cached_[static_cast<size_t>(oldest)].used) oldest = seq;
+    size_t common = 0;
+    if (reuse && c.salt == salt) {
+      const size_t n = std::min(c.tokens.size(), slot.prompt.size() - 1);  // one is decoded
+      while (common < n && c.tokens[common] == slot.prompt[common]) ++common;
+    }
+    if (common > best_common) {
+      best = seq;
+      best_common = common;
+    }
+  }
+  // A short share (a BOS, a template's first marker) is not worth another cache: reuse starts
+  // at 16 tokens, or half the prompt; below that the least recently used slot is taken.
+  if (best < 0 || best_common < std::min<size_t>(16, (slot.prompt.size() + 1) / 2)) {
+    best = oldest;
+    best_common = 0;
+  }
+  Cached& c = cached_[static_cast<size_t>(best)];
+  llama_context* context = context_.get();
+  if (context && c.tokens.size() > best_common &&
+      !llama_memory_seq_rm(llama_get_memory(context), best, static_cast<llama_pos>(best_common), -1)) {
+    llama_memory_seq_rm(llama_get_memory(context), best, -1, -1);
+    best_common = 0;
+  }
+  if (!context) best_common = 0;  // released: the cells are gone (Release cleared the record)
+  c = Cached{.salt = salt, .used = ++uses_};
+  slot.prompt_done = best_common;
+  slot.reused = best_common;
+  if (best_common > 0) stats_.reused_prompt_tokens.fetch_add(best_common, std::memory_order_relaxed);
+  return best;
+}
+
+void LlamaGenerator::Finish(int seq, Result<InferResponse> result, bool keep) {
   Slot& slot = slots_[static_cast<size_t>(seq)];
-  if (llama_context* context = context_.get()) {  // null: released, and never made again
-    llama_memory_seq_rm(llama_get_memory(context), seq, -1, -1);
+  Cached& cached = cached_[static_cast<size_t>(seq)];
+  if (keep && context_.get()) {
+    // What the cells hold: the prompt and the generated tokens decoded after it.
+    cached.tokens = slot.prompt;
+    cached.tokens.insert(cached.tokens.end(), slot.generated.begin(),
+                         slot.generated.begin() + static_cast<ptrdiff_t>(slot.decoded_generated));
+  } else {
+    cached.tokens.clear();
+    if (llama_context* context = context_.get()) {  // null: released, and never made again
+      llama_memory_seq_rm(llama_get_memory(context), seq, -1, -1);
+    }
   }
   auto request = std::move(slot.request);
   slot = Slot{};
@@ -239,6 +291,7 @@ void LlamaGenerator::FinishOk(int seq, const std::string& reason) {
   response.outputs.emplace_back(generate::kText, DataType::kBytes, Shape{1}, std::move(data));
   response.parameters[generate::kPromptTokens] = static_cast<int64_t>(slot.prompt.size());
   response.parameters[generate::kCompletionTokens] = static_cast<int64_t>(slot.generated.size());
+  response.parameters[generate::kCachedTokens] = static_cast<int64_t>(slot.reused);
   response.parameters[generate::kFinishReason] = reason;
   if (slot.reader) {
     // The whole answer read as a message; streamed, its last deltas go out first.
@@ -252,7 +305,8 @@ void LlamaGenerator::FinishOk(int seq, const std::string& reason) {
       response.parameters[generate::kFinishReason] = std::string("tool_calls");
     }
   }
-  Finish(seq, std::move(response));
+  const bool keep = reuse_ && BoolParam(slot.request->parameters, generate::kCachePrompt, true);
+  Finish(seq, std::move(response), keep);
 }
 
 bool LlamaGenerator::SendDeltas(int seq, const std::vector<ChatDelta>& deltas,
@@ -454,8 +508,10 @@ void LlamaGenerator::Step() {
                                    std::to_string(s.generated.size()) + " tokens"));
       continue;
     }
+    s.in_batch = false;
     if (s.prompt_done == s.prompt.size() && !s.generated.empty()) {
       s.logits_index = add(s.generated.back(), s.prompt.size() + s.generated.size() - 1, seq, true);
+      s.in_batch = true;
     }
   }
   // Then prompt chunks, as far as the token budget goes.
@@ -478,6 +534,9 @@ void LlamaGenerator::Step() {
       if (slots_[static_cast<size_t>(seq)].request) Finish(seq, error);
     }
     return;
+  }
+  for (Slot& s : slots_) {
+    if (s.request && s.in_batch) ++s.decoded_generated;
   }
   int sampled = 0;
   for (int seq = 0; seq < static_cast<int>(slots_.size()); ++seq) {

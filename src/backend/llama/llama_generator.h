@@ -55,6 +55,7 @@ class LlamaGenerator final : public ContinuousInstance {
   // Called only while idle(): every sequence's KV cells were freed as it finished.
   void Release() override {
     if (context_.Release()) stats_.context_releases.fetch_add(1);
+    for (auto& c : cached_) c = Cached{};  // the KV cells went with the context
   }
   std::optional<std::chrono::milliseconds> release_after() const override {
     return IdleContextRelease(options_);
@@ -73,6 +74,9 @@ class LlamaGenerator final : public ContinuousInstance {
     std::unique_ptr<ChatReader> reader;     // a chat's answer read as a message; or null
     int top_k_only = 0;  // > 0: the chain keeps only the top k candidates by raw logit
     int logits_index_for_check = -1;
+    size_t reused = 0;            // prompt tokens whose KV cells an earlier request left
+    size_t decoded_generated = 0; // generated tokens decoded into the KV cache
+    bool in_batch = false;        // its last generated token is in this step's batch
     int max_tokens = 0;
     std::vector<std::string> stops;         // generation ends before any of these
     int logits_index = -1;                  // batch row to sample from after this step's decode
@@ -84,7 +88,8 @@ class LlamaGenerator final : public ContinuousInstance {
   Status Prepare(Slot& slot);
   // The prompt of the slot's request; chat messages rendered with the model's chat template.
   Status PlanPrompt(Slot& slot, std::string& prompt);
-  void Finish(int seq, Result<InferResponse> result);
+  // Ends the slot's request; `keep`: its KV cells stay for the next prompt that shares them.
+  void Finish(int seq, Result<InferResponse> result, bool keep = false);
   void FinishOk(int seq, const std::string& reason);
   // A partial: `text` (the new text) and, for a chat, `deltas`; false when the client left
   // (the slot is then finished).
@@ -105,6 +110,20 @@ class LlamaGenerator final : public ContinuousInstance {
   std::vector<llama_token_data> allowed_;
   llama_batch batch_;
   std::vector<Slot> slots_;
+  // Per sequence, while its slot is free: the tokens its KV cells hold from the request that
+  // last used it (prompt reuse), who may reuse them, and when it was used.
+  struct Cached {
+    std::vector<llama_token> tokens;
+    std::string salt;
+    uint64_t used = 0;
+  };
+  std::vector<Cached> cached_;
+  uint64_t uses_ = 0;
+  bool reuse_ = false;  // the model's cache can be cut partway (no recurrence, no sliding window)
+  // The free slot for `slot` (its prompt tokenized): the one whose cached tokens share the
+  // longest prefix with the prompt (ties: the least recently used); its cells past that prefix
+  // are removed and slot.prompt_done starts there.
+  int ChooseSlot(Slot& slot);
   int active_ = 0;
   int n_batch_;
   int n_ctx_seq_;

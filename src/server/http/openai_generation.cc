@@ -40,6 +40,21 @@ Status ReadStop(const json& body, InferRequest& r) {
   return Status::Ok();
 }
 
+// llama-server's cache_prompt (false: no reuse of a cached prompt) and vLLM's cache_salt (only
+// requests with the same salt share a cached prompt: one tenant cannot time another's).
+Status ReadCacheFields(const json& body, InferRequest& r) {
+  std::optional<bool> cache_prompt;
+  MMS_RETURN_IF_ERROR(ReadBool(body, "cache_prompt", cache_prompt));
+  if (cache_prompt) r.parameters[generate::kCachePrompt] = *cache_prompt;
+  if (const json* salt = Field(body, "cache_salt")) {
+    if (!salt->is_string() || salt->get<std::string>().size() > 256) {
+      return FieldError("cache_salt", "expected a string of at most 256 characters, " + Found(*salt));
+    }
+    r.parameters[generate::kCacheSalt] = salt->get<std::string>();
+  }
+  return Status::Ok();
+}
+
 // What OpenAI's API has and this server does not do: an error naming the field, never ignored.
 Status RefuseUnsupported(const json& body) {
   std::optional<bool> logprobs;
@@ -88,6 +103,7 @@ Status ReadGeneration(const json& body, InferRequest& r, GenerationOptions& g) {
   if (repeat_penalty) r.parameters["repeat_penalty"] = *repeat_penalty;
   if (seed) r.parameters["seed"] = static_cast<int64_t>(static_cast<uint32_t>(*seed));
   MMS_RETURN_IF_ERROR(ReadStop(body, r));
+  MMS_RETURN_IF_ERROR(ReadCacheFields(body, r));
   std::optional<bool> stream;
   MMS_RETURN_IF_ERROR(ReadBool(body, "stream", stream));
   g.stream = stream.value_or(false);
@@ -104,10 +120,15 @@ Status ReadGeneration(const json& body, InferRequest& r, GenerationOptions& g) {
   return ReadScheduling(body, r);
 }
 
-json Usage(int64_t prompt, int64_t completion) {
+// OpenAI's usage; prompt_tokens_details.cached_tokens: prompt tokens whose cache an earlier
+// request left (not decoded again).
+json Usage(const RequestParams& p) {
+  const auto prompt = NumberParam<int64_t>(p, generate::kPromptTokens, 0);
+  const auto completion = NumberParam<int64_t>(p, generate::kCompletionTokens, 0);
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
-          {"total_tokens", prompt + completion}};
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", NumberParam<int64_t>(p, generate::kCachedTokens, 0)}}}};
 }
 
 // One generation answered as a chat completion or a text completion, streamed or not.
@@ -201,8 +222,7 @@ struct GenerationStream {
       if (include_usage) {
         json usage = gen.Head(gen.chat ? "chat.completion.chunk" : "text_completion");
         usage["choices"] = json::array();
-        usage["usage"] = Usage(NumberParam<int64_t>(result->parameters, generate::kPromptTokens, 0),
-                               NumberParam<int64_t>(result->parameters, generate::kCompletionTokens, 0));
+        usage["usage"] = Usage(result->parameters);
         stream->Send(Event(usage));
       }
     }
@@ -273,20 +293,22 @@ void GatherCompletions(const Call& call, const ModelDescription& model, const Ge
                     gather->results[i] = std::move(result);
                     if (--gather->pending > 0) return;
                     json choices = json::array();
-                    int64_t prompt_tokens = 0, completion_tokens = 0;
+                    RequestParams total;  // the counts of every choice, summed
                     for (size_t k = 0; k < gather->results.size(); ++k) {
                       const auto& res = *gather->results[k];
                       if (!res.ok()) return reply(ApiError(res.status(), Dialect::kOpenAi, v, ka));
-                      prompt_tokens += NumberParam<int64_t>(res->parameters, generate::kPromptTokens, 0);
-                      completion_tokens +=
-                          NumberParam<int64_t>(res->parameters, generate::kCompletionTokens, 0);
+                      for (const char* key : {generate::kPromptTokens, generate::kCompletionTokens,
+                                              generate::kCachedTokens}) {
+                        total[key] = NumberParam<int64_t>(total, key, 0) +
+                                     NumberParam<int64_t>(res->parameters, key, 0);
+                      }
                       const std::string reason = StringParam(res->parameters, generate::kFinishReason);
                       choices.push_back(gen.Choice(static_cast<int>(k), *res,
                                                    reason.empty() ? "stop" : reason));
                     }
                     json out = gen.Head(gen.chat ? "chat.completion" : "text_completion");
                     out["choices"] = choices;
-                    out["usage"] = Usage(prompt_tokens, completion_tokens);
+                    out["usage"] = Usage(total);
                     reply(JsonResponse(http::status::ok, DumpJson(out), v, ka));
                   });
   }

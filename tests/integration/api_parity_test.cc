@@ -1,6 +1,7 @@
 // What llama-server and Ollama users reach for besides inference, through the real binary:
 // /tokenize and /detokenize in llama-server's shapes, and a model's details under
 // /v1/models/{id}.
+#include <cmath>
 #include <filesystem>
 
 #include <gmock/gmock.h>
@@ -94,6 +95,52 @@ TEST_F(ApiParityTest, ModelDetailsGiveSizeContextWidthAndKeepAlive) {
   EXPECT_EQ(m["context_length"], 512);  // per sequence: params.n_ctx
   EXPECT_TRUE(m["embedding_length"].is_null());
   EXPECT_TRUE(m["keep_alive"]["seconds"].is_null());  // never unloads
+}
+
+}  // namespace
+}  // namespace mmserve
+
+namespace mmserve {
+namespace {
+
+// `dimensions` as OpenAI and vLLM take it: a model declared with the widths it was trained to be
+// cut to (params.matryoshka_dims) gives the first d values, normalized again; any other width,
+// or a model declared with none, is a 400 that lists what it gives.
+TEST(MatryoshkaTest, DimensionsCutOnlyAModelTrainedForIt) {
+  testing::TempDir dir;
+  const std::string yaml = "models:\n  - name: mrl\n    path: " +
+                           testing::GeneratedModel("bert-tiny.gguf") +
+                           "\n    params: {matryoshka_dims: [16, 32]}\n  - name: plain\n    path: " +
+                           testing::GeneratedModel("bert-tiny.gguf") + "\n";
+  testing::ServerProcess server({"serve", dir.Write("m.yaml", yaml).string(), "--port", "0",
+                                 "--grpc-port", "-1", "--lock-dir", dir.path().string()},
+                                dir.path() / "server.log");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  testing::HttpClient client(server.port());
+  auto embed = [&](const std::string& model, const json& dimensions, int status) {
+    json body = {{"model", model}, {"input", "the quick brown fox"}};
+    if (!dimensions.is_null()) body["dimensions"] = dimensions;
+    auto res = client.Post("/v1/embeddings", body.dump());
+    EXPECT_EQ(res.status, status) << res.body;
+    return json::parse(res.body, nullptr, false);
+  };
+  const auto full = embed("mrl", nullptr, 200)["data"][0]["embedding"].get<std::vector<double>>();
+  ASSERT_EQ(full.size(), 64u);
+  const auto cut = embed("mrl", 32, 200)["data"][0]["embedding"].get<std::vector<double>>();
+  ASSERT_EQ(cut.size(), 32u);
+  double norm = 0, head = 0;
+  for (size_t i = 0; i < 32; ++i) {
+    norm += cut[i] * cut[i];
+    head += full[i] * full[i];
+  }
+  EXPECT_NEAR(norm, 1.0, 1e-5);
+  for (size_t i = 0; i < 32; ++i) EXPECT_NEAR(cut[i], full[i] / std::sqrt(head), 1e-5) << i;
+  EXPECT_EQ(embed("mrl", 64, 200)["data"][0]["embedding"].size(), 64u);
+  json e = embed("mrl", 20, 400);
+  EXPECT_EQ(e["error"]["param"], "dimensions");
+  EXPECT_THAT(e["error"]["message"].get<std::string>(), HasSubstr("gives 64, 16, 32 dimensions"));
+  e = embed("plain", 32, 400);
+  EXPECT_THAT(e["error"]["message"].get<std::string>(), HasSubstr("no params.matryoshka_dims"));
 }
 
 }  // namespace

@@ -217,6 +217,10 @@ LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors) {
   o.normalize = r.Bool("normalize", o.normalize);
   o.truncate = r.Bool("truncate", o.truncate);
   o.sigmoid = r.Bool("sigmoid", o.sigmoid);
+  // Checked against the task and the width in Validate, once the file has said both.
+  for (int64_t d : r.IntList("matryoshka_dims", 1, 1 << 20)) {
+    o.matryoshka_dims.push_back(static_cast<int>(d));
+  }
   o.chat_template = r.String("chat_template", o.chat_template);
   o.huge_pages = r.Bool("huge_pages", o.huge_pages);
   o.mmap = r.Bool("mmap", o.mmap);
@@ -284,6 +288,15 @@ void LlamaBackend::Validate(ModelConfig& model, ConfigErrors& errors) const {
   const std::string suited = TaskFor(*gguf);
   if (!model.task_set) model.task = suited;
   if (model.task == "generate") CheckProbe(model, *gguf, errors);
+  for (int d : options.matryoshka_dims) {
+    if (model.task != "embed" || d >= gguf->n_embd) {
+      errors.Add({.where = model.where, .field = model.Field("params.matryoshka_dims"),
+                  .expected = "widths below the model's " + std::to_string(gguf->n_embd) +
+                              ", for task embed (the widths it was trained to be cut to)",
+                  .found = std::to_string(d) + " with task " + model.task});
+      break;
+    }
+  }
   if (!model.task_set) return;
   const std::string what = "'" + model.path.filename().string() + "' (architecture '" +
                            gguf->architecture + "'" +

@@ -21,6 +21,8 @@
 //     normalize: true   # embed: L2-normalize each vector
 //     truncate: false   # too-long input: truncate (and flag it) instead of a 400
 //     sigmoid: false    # rerank: squash scores into 0..1
+//     matryoshka_dims: []  # embed: widths the model was trained to be cut to; a request's
+//                       # `dimensions` may ask for one (the first d values, normalized again)
 //     chat_template: "" # generate: a built-in name (llama3, ...), Jinja text, or a .jinja file
 //                       # next to the model; default the GGUF's own template, else ChatML
 //     max_tokens: 128   # generate: tokens per request when the request gives no max_tokens

@@ -230,6 +230,25 @@ Status LlamaEncoder::Fit(std::vector<llama_token>& tokens, bool truncate, const 
   return Status::Ok();
 }
 
+// The request parameter `dimensions`: the model's width, or one it was trained to be cut to.
+Result<int> LlamaEncoder::Width(const InferRequest& request) const {
+  MMS_ASSIGN_OR_RETURN(const int64_t asked,
+                       IntParam(request.parameters, "dimensions", n_embd_, 1, 1 << 20));
+  if (asked == n_embd_) return n_embd_;
+  const auto& dims = options_.matryoshka_dims;
+  if (std::find(dims.begin(), dims.end(), asked) != dims.end() && asked < n_embd_) {
+    return static_cast<int>(asked);
+  }
+  std::string supported = std::to_string(n_embd_);
+  for (int d : dims) {
+    if (d < n_embd_) supported += ", " + std::to_string(d);
+  }
+  return InvalidArgument("dimensions: this model gives " + supported + " dimensions" +
+                         (dims.empty() ? " (no params.matryoshka_dims: it was not trained to "
+                                         "be cut)" : " (params.matryoshka_dims)") +
+                         ", not " + std::to_string(asked));
+}
+
 Status LlamaEncoder::Prepare(size_t item, const InferRequest& request, std::vector<Sequence>& out,
                              std::vector<uint8_t>& truncated) const {
   const bool truncate = BoolParam(request.parameters, "truncate", options_.truncate);
@@ -241,10 +260,12 @@ Status LlamaEncoder::Prepare(size_t item, const InferRequest& request, std::vect
     const auto elements = (text ? text : ids)->BytesElements();
     const int32_t n_vocab = llama_vocab_n_tokens(vocab_);
     const bool normalize = BoolParam(request.parameters, "normalize", options_.normalize);
+    MMS_ASSIGN_OR_RETURN(const int width, Width(request));
     for (size_t i = 0; i < elements.size(); ++i) {
       const std::string what = name + "[" + std::to_string(i) + "]";
       Sequence s{item, i, {}};
       s.normalize = normalize;
+      s.width = width;
       if (text) {
         s.tokens = Tokenize(elements[i], /*add_special=*/true);
       } else {
@@ -337,10 +358,10 @@ Status LlamaEncoder::Decode(const std::vector<Sequence>& seqs, size_t begin, siz
     float* out = rows.data() + s * static_cast<size_t>(row_width_);
     if (task_ == EncoderTask::kRerank) {
       out[0] = seqs[s].sigmoid ? 1.0f / (1.0f + std::exp(-embd[0])) : embd[0];
-    } else if (seqs[s].normalize) {
-      NormalizeL2(embd, out, n_embd_);
+    } else if (seqs[s].normalize) {  // a cut vector is normalized over what it keeps
+      NormalizeL2(embd, out, seqs[s].width);
     } else {
-      std::memcpy(out, embd, sizeof(float) * static_cast<size_t>(n_embd_));
+      std::memcpy(out, embd, sizeof(float) * static_cast<size_t>(seqs[s].width));
     }
   }
   return Status::Ok();
@@ -400,9 +421,16 @@ Status LlamaEncoder::Execute(Execution& execution) {
     }
     response.parameters["prompt_tokens"] = prompt_tokens;
     if (task_ == EncoderTask::kEmbed) {
-      response.outputs.emplace_back(
-          "EMBEDDING", DataType::kFp32, Shape{static_cast<int64_t>(n), n_embd_},
-          std::string(row, n * static_cast<size_t>(n_embd_) * sizeof(float)));
+      // Each row's first `width` values (rows are n_embd apart; a request's are one width).
+      const int width = n > 0 ? seqs[first[b]].width : n_embd_;
+      std::string data(n * static_cast<size_t>(width) * sizeof(float), '\0');
+      for (size_t q = 0; q < n; ++q) {
+        std::memcpy(data.data() + q * static_cast<size_t>(width) * sizeof(float),
+                    row + q * static_cast<size_t>(row_width_) * sizeof(float),
+                    static_cast<size_t>(width) * sizeof(float));
+      }
+      response.outputs.emplace_back("EMBEDDING", DataType::kFp32,
+                                    Shape{static_cast<int64_t>(n), width}, std::move(data));
     } else {
       response.outputs.emplace_back("SCORES", DataType::kFp32, Shape{static_cast<int64_t>(n)},
                                     std::string(row, n * sizeof(float)));

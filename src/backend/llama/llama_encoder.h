@@ -126,11 +126,13 @@ class LlamaEncoder final : public Instance {
     std::vector<llama_token> tokens;
     bool sigmoid = false;    // rerank: squash this score into 0..1
     bool normalize = false;  // embed: L2-normalize this vector
+    int width = 0;           // embed: the values kept (n_embd, or a request's `dimensions`)
   };
 
   LlamaEncoder(const llama_model* model, EncoderTask task, LlamaOptions options,
                LlamaStats& stats, LlamaContext context);
   std::vector<llama_token> Tokenize(std::string_view text, bool add_special) const;
+  Result<int> Width(const InferRequest& request) const;
   // Tokenizes one request's texts into sequences; an error fails that request only.
   Status Prepare(size_t item, const InferRequest& request, std::vector<Sequence>& out,
                  std::vector<uint8_t>& truncated) const;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/model_config.h"
 
@@ -18,6 +19,9 @@ struct LlamaOptions {
   bool normalize = true;
   bool truncate = false;
   bool sigmoid = false;
+  // embed: the widths the model was trained to be cut to (Matryoshka representations), which a
+  // request's `dimensions` may ask for: the vector's first d values, normalized again.
+  std::vector<int> matryoshka_dims;
   std::string chat_template;  // generate: overrides the model's tokenizer.chat_template
   int max_tokens = 128;       // generate: tokens per request when the request sets none
   bool huge_pages = false;    // advise the weight buffers onto transparent huge pages

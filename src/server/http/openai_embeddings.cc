@@ -127,9 +127,10 @@ struct EmbeddingsAnswer {
   }
 };
 
-// The OpenAI-only fields: encoding_format and dimensions (checked against the version that
-// will serve the request).
-Status ReadOpenAiOptions(const json& body, const ModelDescription& model, bool& base64) {
+// The OpenAI-only fields: encoding_format, and dimensions (the model's width as it is; another
+// width is the engine's to grant: a model trained to be cut, params.matryoshka_dims).
+Status ReadOpenAiOptions(const json& body, const ModelDescription& model, bool& base64,
+                         InferRequest& r) {
   if (const json* format = Field(body, "encoding_format")) {
     if (*format != "float" && *format != "base64") {
       return FieldError("encoding_format", "expected float or base64, " + Found(*format));
@@ -139,11 +140,7 @@ Status ReadOpenAiOptions(const json& body, const ModelDescription& model, bool& 
   std::optional<int64_t> dimensions;
   MMS_RETURN_IF_ERROR(ReadInt(body, "dimensions", 1, 1 << 20, dimensions));
   const int64_t width = EmbeddingWidth(model);
-  if (dimensions && width > 0 && *dimensions != width) {
-    return FieldError("dimensions", "'" + model.config().name + "' gives vectors of " +
-                                        std::to_string(width) + " dimensions, not " +
-                                        std::to_string(*dimensions));
-  }
+  if (dimensions && *dimensions != width) r.parameters["dimensions"] = *dimensions;
   return Status::Ok();
 }
 
@@ -159,7 +156,7 @@ void HandleEmbeddings(const Call& call) {
   r->inputs.push_back(std::move(*input));
   EmbeddingsAnswer answer{.tei = tei, .model = model->config().name};
   if (!tei) {
-    if (Status s = ReadOpenAiOptions(call.body, *model, answer.base64); !s.ok()) {
+    if (Status s = ReadOpenAiOptions(call.body, *model, answer.base64, *r); !s.ok()) {
       return call.Fail(s);
     }
   } else {

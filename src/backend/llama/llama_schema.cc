@@ -46,9 +46,15 @@ Status CheckPattern(const std::string& pattern, const std::string& at) {
     } else if (c == ')') {
       --depth;
     } else if (c == '{') {
+      // A quantifier is {n}, {n,} or {n,m}: anything else between braces is refused (the
+      // converter reads "{df,2}" as a repetition without bound).
+      int commas = 0;
       int64_t n = 0;
-      for (size_t j = i + 1; j < pattern.size() && pattern[j] != '}'; ++j) {
-        if (pattern[j] >= '0' && pattern[j] <= '9') {
+      size_t j = i + 1;
+      for (; j < pattern.size() && pattern[j] != '}'; ++j) {
+        if (pattern[j] == ',' && ++commas == 1) {
+          n = 0;
+        } else if (pattern[j] >= '0' && pattern[j] <= '9') {
           n = n * 10 + (pattern[j] - '0');
           if (n > kMaxCount) {
             return InvalidArgument(at + ": a repetition count above " +
@@ -56,9 +62,15 @@ Status CheckPattern(const std::string& pattern, const std::string& at) {
                                    "into that many rules)");
           }
         } else {
-          n = 0;
+          return InvalidArgument(at + ": a malformed repetition at character " +
+                                 std::to_string(i + 1) + " (expected {n}, {n,} or {n,m})");
         }
       }
+      if (j == i + 1 || j == pattern.size()) {
+        return InvalidArgument(at + ": a malformed repetition at character " +
+                               std::to_string(i + 1) + " (expected {n}, {n,} or {n,m})");
+      }
+      i = j;
     }
   }
   return Status::Ok();
@@ -151,6 +163,25 @@ Result<std::string> SchemaToGrammar(std::string_view text, const std::string& fi
     std::string reason = e.what();
     if (reason.size() > 400) reason = reason.substr(0, 400) + "...";
     return InvalidArgument(field + ": the schema cannot be compiled to a grammar: " + reason);
+  }
+  // Whatever path made it, no repetition in the grammar may exceed the bound: llama.cpp's
+  // grammar parser expands each into that many rules.
+  for (size_t at = grammar.find('{'); at != std::string::npos; at = grammar.find('{', at + 1)) {
+    int64_t n = 0;
+    for (size_t k = at + 1; k < grammar.size() && n <= kMaxCount; ++k) {
+      const char d = grammar[k];
+      if (d >= '0' && d <= '9') {
+        n = n * 10 + (d - '0');
+      } else if (d == ',') {
+        n = 0;
+      } else {
+        break;
+      }
+    }
+    if (n > kMaxCount) {
+      return InvalidArgument(field + ": its grammar would repeat a rule more than " +
+                             std::to_string(kMaxCount) + " times");
+    }
   }
   if (grammar.size() > kMaxGrammarBytes) {
     return InvalidArgument(field + ": its grammar would have " + std::to_string(grammar.size()) +

@@ -46,6 +46,10 @@ TEST(SchemaToGrammarTest, CompilesWhatItCanAndNamesWhatItCannot) {
                     std::string(20, ')') + R"("})"),
               HasSubstr("nested deeper than 16"));
   EXPECT_THAT(error(R"({"type":"string","pattern":"a{2000}"})"), HasSubstr("repetition count"));
+  // A fuzz finding: the converter read "{df,2}" as a repetition without bound, which llama.cpp's
+  // grammar parser then expanded for minutes.
+  EXPECT_THAT(error(R"({"type":"string","pattern":"^[A)Z]{3y-[0-9]{df,2}$"})"),
+              HasSubstr("malformed repetition"));
   EXPECT_THAT(error(R"({"type":"wat"})"), HasSubstr("cannot be compiled"));
   EXPECT_THAT(error("{nope"), HasSubstr("not valid JSON"));
   std::string deep = R"({"type":"array","items":)";

@@ -2,6 +2,7 @@
 // converter and llama.cpp's grammar builder expand every repetition count into rules (a
 // `maxLength: 100000` string is 100,000 nested rules) and parse `pattern`s by recursion, so the
 // counts, patterns, sizes and depths that reach them are capped here, by an iterative walk.
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +73,17 @@ Status CheckPattern(const std::string& pattern, const std::string& at) {
       }
       i = j;
     }
+    // A quantifier right after another repeats a repetition: refused (but `+?`, `*?`, `??`
+    // ask for a lazy match, which the grammar ignores).
+    const bool quantifier = c == '+' || c == '*' || c == '?' || c == '{';
+    if (quantifier && i + 1 < pattern.size()) {
+      const char next = pattern[i + 1];
+      const bool lazy = next == '?' && (i + 2 >= pattern.size() || !std::strchr("+*?{", pattern[i + 2]));
+      if (!lazy && std::strchr("+*{", next) != nullptr) {
+        return InvalidArgument(at + ": stacked quantifiers at character " + std::to_string(i + 2) +
+                               " (a repetition of a repetition)");
+      }
+    }
   }
   return Status::Ok();
 }
@@ -101,6 +113,43 @@ Status CheckNode(const ojson& node, const std::string& at) {
   if (node.contains("properties") && node["properties"].is_object() &&
       node["properties"].size() > kMaxProperties) {
     return InvalidArgument(at + ".properties: more than " + std::to_string(kMaxProperties));
+  }
+  return Status::Ok();
+}
+
+// Whatever path made the grammar, llama.cpp's grammar parser expands each repetition into that
+// many copies of what it repeats, and a quantifier right after another copies that expansion
+// again ("x{9}++++": 2^n): no count above the bound, and no stacked quantifiers. GBNF text:
+// literals ("...") and character classes ([...]) are skipped, escapes included.
+Status CheckRepetitions(const std::string& grammar, const std::string& field) {
+  auto refuse = [&](const std::string& why) {
+    return InvalidArgument(field + ": its grammar would " + why);
+  };
+  bool after_quantifier = false;
+  for (size_t i = 0; i < grammar.size(); ++i) {
+    const char c = grammar[i];
+    if (c == '"' || c == '[') {
+      const char close = c == '"' ? '"' : ']';
+      for (++i; i < grammar.size() && grammar[i] != close; ++i) {
+        if (grammar[i] == '\\') ++i;
+      }
+      after_quantifier = false;
+    } else if (c == '+' || c == '*' || c == '?' || c == '{') {
+      if (after_quantifier) return refuse("repeat a repetition (stacked quantifiers)");
+      if (c == '{') {
+        int64_t n = 0;
+        for (++i; i < grammar.size() && grammar[i] != '}'; ++i) {
+          if (grammar[i] == ',') {
+            n = 0;
+          } else if (grammar[i] >= '0' && grammar[i] <= '9' && (n = n * 10 + grammar[i] - '0') > kMaxCount) {
+            return refuse("repeat a rule more than " + std::to_string(kMaxCount) + " times");
+          }
+        }
+      }
+      after_quantifier = true;
+    } else if (c != ' ') {
+      after_quantifier = false;
+    }
   }
   return Status::Ok();
 }
@@ -164,25 +213,7 @@ Result<std::string> SchemaToGrammar(std::string_view text, const std::string& fi
     if (reason.size() > 400) reason = reason.substr(0, 400) + "...";
     return InvalidArgument(field + ": the schema cannot be compiled to a grammar: " + reason);
   }
-  // Whatever path made it, no repetition in the grammar may exceed the bound: llama.cpp's
-  // grammar parser expands each into that many rules.
-  for (size_t at = grammar.find('{'); at != std::string::npos; at = grammar.find('{', at + 1)) {
-    int64_t n = 0;
-    for (size_t k = at + 1; k < grammar.size() && n <= kMaxCount; ++k) {
-      const char d = grammar[k];
-      if (d >= '0' && d <= '9') {
-        n = n * 10 + (d - '0');
-      } else if (d == ',') {
-        n = 0;
-      } else {
-        break;
-      }
-    }
-    if (n > kMaxCount) {
-      return InvalidArgument(field + ": its grammar would repeat a rule more than " +
-                             std::to_string(kMaxCount) + " times");
-    }
-  }
+  MMS_RETURN_IF_ERROR(CheckRepetitions(grammar, field));
   if (grammar.size() > kMaxGrammarBytes) {
     return InvalidArgument(field + ": its grammar would have " + std::to_string(grammar.size()) +
                            " bytes; at most " + std::to_string(kMaxGrammarBytes));

@@ -50,6 +50,11 @@ TEST(SchemaToGrammarTest, CompilesWhatItCanAndNamesWhatItCannot) {
   // grammar parser then expanded for minutes.
   EXPECT_THAT(error(R"({"type":"string","pattern":"^[A)Z]{3y-[0-9]{df,2}$"})"),
               HasSubstr("malformed repetition"));
+  // And one whose stacked quantifiers ("{9,2}+++...") doubled the grammar with each `+`.
+  EXPECT_THAT(error(R"({"type":"string","pattern":"^[}-a0]-{9,2}++++++++++++$"})"),
+              HasSubstr("stacked quantifiers"));
+  auto quantified = SchemaToGrammar(R"({"type":"string","pattern":"^a+b*c{2,3}d?(ef)+$"})", "s");
+  EXPECT_TRUE(quantified.ok()) << quantified.status().ToString();
   EXPECT_THAT(error(R"({"type":"wat"})"), HasSubstr("cannot be compiled"));
   EXPECT_THAT(error("{nope"), HasSubstr("not valid JSON"));
   std::string deep = R"({"type":"array","items":)";

@@ -249,6 +249,9 @@ void SchedulerFamilies(Writer& w) {
            [](M m) { return Counter(m, "context_releases"); });
   w.Family("mmserve_tokens_generated_total", "counter", "Tokens generated",
            [](M m) { return Counter(m, "generated_tokens"); });
+  w.Family("mmserve_prompt_tokens_reused_total", "counter",
+           "Prompt tokens a generator found cached from an earlier request (not decoded again)",
+           [](M m) { return Counter(m, "reused_prompt_tokens"); });
   w.Family("mmserve_tokens_decoded_total", "counter",
            "Tokens through the model (prompts, inputs and generated tokens)",
            [](M m) { return Counter(m, "tokens"); });

@@ -84,6 +84,10 @@ TEST_F(PromptCacheTest, RequestsWithDifferentSaltsNeverShareACachedPrompt) {
   EXPECT_EQ(Complete("llm-none", kBase + " More.", {{"cache_salt", "tenant-b"}}).second, 0);
   EXPECT_GT(Complete("llm-none", kBase + " Again.", {{"cache_salt", "tenant-a"}}).second, 30);
   EXPECT_EQ(Complete("llm-none", kBase + " More.").second, 0);  // no salt is a salt of its own
+  // Counted for Prometheus.
+  auto metrics = testing::HttpClient(server_->port()).Get("/metrics");
+  EXPECT_THAT(metrics.body, ::testing::ContainsRegex(
+                                "mmserve_prompt_tokens_reused_total\\{model=\"llm-none\",version=\"1\"\\} [1-9]"));
   auto bad = testing::HttpClient(server_->port())
                  .Post("/v1/completions", json{{"model", "llm-none"}, {"prompt", "x"},
                                                {"cache_salt", 7}}.dump());

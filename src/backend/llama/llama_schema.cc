@@ -50,12 +50,15 @@ Status CheckPattern(const std::string& pattern, const std::string& at) {
       // A quantifier is {n}, {n,} or {n,m}: anything else between braces is refused (the
       // converter reads "{df,2}" as a repetition without bound).
       int commas = 0;
-      int64_t n = 0;
+      int64_t n = 0, low = 0;
+      bool high_given = false;
       size_t j = i + 1;
       for (; j < pattern.size() && pattern[j] != '}'; ++j) {
         if (pattern[j] == ',' && ++commas == 1) {
+          low = n;
           n = 0;
         } else if (pattern[j] >= '0' && pattern[j] <= '9') {
+          high_given = commas == 1;
           n = n * 10 + (pattern[j] - '0');
           if (n > kMaxCount) {
             return InvalidArgument(at + ": a repetition count above " +
@@ -67,9 +70,9 @@ Status CheckPattern(const std::string& pattern, const std::string& at) {
                                  std::to_string(i + 1) + " (expected {n}, {n,} or {n,m})");
         }
       }
-      if (j == i + 1 || j == pattern.size()) {
+      if (j == i + 1 || j == pattern.size() || (high_given && n < low)) {
         return InvalidArgument(at + ": a malformed repetition at character " +
-                               std::to_string(i + 1) + " (expected {n}, {n,} or {n,m})");
+                               std::to_string(i + 1) + " (expected {n}, {n,} or {n,m}, n <= m)");
       }
       i = j;
     }
@@ -137,14 +140,20 @@ Status CheckRepetitions(const std::string& grammar, const std::string& field) {
     } else if (c == '+' || c == '*' || c == '?' || c == '{') {
       if (after_quantifier) return refuse("repeat a repetition (stacked quantifiers)");
       if (c == '{') {
-        int64_t n = 0;
+        int64_t n = 0, low = -1;
+        bool high_given = false;
         for (++i; i < grammar.size() && grammar[i] != '}'; ++i) {
           if (grammar[i] == ',') {
+            low = n;
             n = 0;
-          } else if (grammar[i] >= '0' && grammar[i] <= '9' && (n = n * 10 + grammar[i] - '0') > kMaxCount) {
-            return refuse("repeat a rule more than " + std::to_string(kMaxCount) + " times");
+          } else if (grammar[i] >= '0' && grammar[i] <= '9') {
+            high_given = low >= 0;
+            if ((n = n * 10 + grammar[i] - '0') > kMaxCount) {
+              return refuse("repeat a rule more than " + std::to_string(kMaxCount) + " times");
+            }
           }
         }
+        if (high_given && n < low) return refuse("repeat a rule at least more times than at most");
       }
       after_quantifier = true;
     } else if (c != ' ') {

@@ -252,13 +252,14 @@ int ThreadCount(const LlamaOptions& options) {
 
 namespace {
 
-Result<Fd> OpenProbed(const ModelConfig& model, const GgufSummary& gguf, bool generate);
+Result<Fd> OpenProbed(const ModelConfig& model, const GgufSummary& gguf, bool file_template);
 
 // What serve's load would find in a child: llama.cpp's loader and, for a generator, the chat
 // template (it parses and renders). A probe that could not run (Unavailable, a binary that
 // serves no probes) says nothing of the file; a run's outcome is kept, so the load reuses it.
-void CheckProbe(const ModelConfig& model, const GgufSummary& gguf, ConfigErrors& errors) {
-  auto probed = OpenProbed(model, gguf, /*generate=*/true);
+void CheckProbe(const ModelConfig& model, const GgufSummary& gguf, bool file_template,
+                ConfigErrors& errors) {
+  auto probed = OpenProbed(model, gguf, file_template);
   if (probed.ok() || probed.status().code() == StatusCode::kUnavailable ||
       probed.status().code() == StatusCode::kDeadlineExceeded) {
     return;
@@ -287,7 +288,9 @@ void LlamaBackend::Validate(ModelConfig& model, ConfigErrors& errors) const {
   }
   const std::string suited = TaskFor(*gguf);
   if (!model.task_set) model.task = suited;
-  if (model.task == "generate") CheckProbe(model, *gguf, errors);
+  if (model.task == "generate") {
+    CheckProbe(model, *gguf, /*file_template=*/options.chat_template.empty(), errors);
+  }
   for (int d : options.matryoshka_dims) {
     if (model.task != "embed" || d >= gguf->n_embd) {
       errors.Add({.where = model.where, .field = model.Field("params.matryoshka_dims"),
@@ -342,15 +345,11 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
 
 namespace {
 
-LlamaOptions ReadLlamaOptionsQuietly(const ModelConfig& model) {
-  ConfigErrors ignored;
-  return ReadLlamaOptions(model, ignored);
-}
-
 // The model's file as one open descriptor, probed in a child first (llama.cpp's loader aborts on
 // files its checks miss); the load then reads the same descriptor, so a file renamed over the
-// path meanwhile is not what loads.
-Result<Fd> OpenProbed(const ModelConfig& model, const GgufSummary& gguf, bool generate) {
+// path meanwhile is not what loads. `file_template`: a generator that renders with the file's
+// own chat template (no params.chat_template), which must have rendered in the probe.
+Result<Fd> OpenProbed(const ModelConfig& model, const GgufSummary& gguf, bool file_template) {
   Fd file(::open(model.path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.get() < 0) return NotFound("'" + model.path.string() + "': " + std::strerror(errno));
   MMS_ASSIGN_OR_RETURN(const FileIdentity identity, IdentityOf(file.get()));
@@ -367,12 +366,10 @@ Result<Fd> OpenProbed(const ModelConfig& model, const GgufSummary& gguf, bool ge
     return probed.status().WithContext("llama.cpp could not load '" + model.path.string() +
                                        "' (architecture '" + gguf.architecture + "')");
   }
-  // A generator renders with the file's template unless params.chat_template replaces it.
-  const size_t newline = probed->find(';');
-  if (generate && newline != std::string::npos &&
-      ReadLlamaOptionsQuietly(model).chat_template.empty()) {
+  const size_t template_error = probed->find(';');
+  if (file_template && template_error != std::string::npos) {
     return InvalidArgument("model '" + model.name + "' ('" + model.path.filename().string() +
-                           "'): " + probed->substr(newline + 1) +
+                           "'): " + probed->substr(template_error + 1) +
                            " (set params.chat_template to replace it)");
   }
   return file;
@@ -423,7 +420,7 @@ Result<std::unique_ptr<Session>> LlamaBackend::LoadSession(const ModelConfig& mo
     return InvalidArgument("task rerank needs a model with a classification head "
                            "(cls.output.weight); '" + model.path.string() + "' has none");
   }
-  MMS_ASSIGN_OR_RETURN(Fd file, OpenProbed(model, gguf, generate));
+  MMS_ASSIGN_OR_RETURN(Fd file, OpenProbed(model, gguf, generate && options.chat_template.empty()));
   if (generate) {
     MMS_ASSIGN_OR_RETURN(options.chat_template, ChatTemplateText(model, options));
   }  // before any allocation lock

@@ -27,10 +27,23 @@ std::string Short(std::string text) {
   return text;
 }
 
-// JSON text checked without exceptions (the frontend checked its depth already).
-Status CheckText(const std::string& text, const std::string& what) {
-  if (ojson::parse_no_throw(text).is_discarded()) return InvalidArgument(what + ": not valid JSON");
-  return Status::Ok();
+// A chat request's JSON texts, parsed once (without exceptions; the frontend checked their
+// depth already). An absent field is an empty array or object.
+struct ParsedRequest {
+  ojson messages, tools, kwargs;
+};
+
+Result<ParsedRequest> Parse(const ChatRequest& request) {
+  ParsedRequest parsed{.messages = ojson::parse_no_throw(request.messages),
+                       .tools = request.tools.empty() ? ojson::array()
+                                                      : ojson::parse_no_throw(request.tools),
+                       .kwargs = request.template_kwargs.empty()
+                                     ? ojson::object()
+                                     : ojson::parse_no_throw(request.template_kwargs)};
+  for (const ojson* value : {&parsed.messages, &parsed.tools, &parsed.kwargs}) {
+    if (value->is_discarded()) return InvalidArgument("the chat request: not valid JSON");
+  }
+  return parsed;
 }
 
 std::string Dump(const ojson& value) { return value.dump_safe(); }
@@ -159,12 +172,12 @@ Result<std::unique_ptr<ChatTemplates>> ChatTemplates::Create(const llama_model* 
 namespace {
 
 // The request's fields as the library's inputs; throws on what it cannot read.
-common_chat_templates_inputs Inputs(const ChatRequest& request, const common_chat_templates* t,
-                                    bool jinja) {
+common_chat_templates_inputs Inputs(const ChatRequest& request, const ParsedRequest& parsed,
+                                    const common_chat_templates* t, bool jinja) {
   common_chat_templates_inputs in;
   in.use_jinja = jinja;
-  in.messages = common_chat_msgs_parse_oaicompat(ojson::parse_no_throw(request.messages));
-  ojson tools = request.tools.empty() ? ojson::array() : ojson::parse_no_throw(request.tools);
+  in.messages = common_chat_msgs_parse_oaicompat(parsed.messages);
+  ojson tools = parsed.tools;
   in.tool_choice = common_chat_tool_choice_parse_oaicompat(request.tool_choice);
   if (!request.tool_name.empty()) {
     // The named form: only that function, and a call to it is required.
@@ -208,9 +221,8 @@ common_chat_templates_inputs Inputs(const ChatRequest& request, const common_cha
   in.reasoning_format = common_reasoning_format_from_name(
       request.reasoning_format.empty() ? "deepseek" : request.reasoning_format);
   in.enable_thinking = common_chat_templates_support_enable_thinking(t);
-  if (!request.template_kwargs.empty()) {
-    const ojson kwargs = ojson::parse_no_throw(request.template_kwargs);
-    for (const auto& entry : kwargs.items()) in.chat_template_kwargs[entry.key()] = Dump(entry.value());
+  for (const auto& entry : parsed.kwargs.items()) {
+    in.chat_template_kwargs[entry.key()] = Dump(entry.value());
   }
   if (auto it = in.chat_template_kwargs.find("enable_thinking"); it != in.chat_template_kwargs.end()) {
     if (it->second == "true") in.enable_thinking = true;
@@ -224,29 +236,22 @@ common_chat_templates_inputs Inputs(const ChatRequest& request, const common_cha
 
 namespace {
 
-// The request's JSON texts well-formed, and its schemas (the answer's, each tool's parameters)
-// within the grammar bounds.
-Status CheckRequest(const ChatRequest& request) {
-  for (const auto* text : {&request.messages, &request.tools, &request.template_kwargs}) {
-    if (!text->empty()) MMS_RETURN_IF_ERROR(CheckText(*text, "the chat request"));
-  }
+// The request's schemas (the answer's, each tool's parameters) within the grammar bounds.
+Status CheckSchemas(const ChatRequest& request, const ojson& tools) {
   if (!request.json_schema.empty()) {
     // Compiled alone first: the library's own error for a schema it cannot take says nothing.
     MMS_RETURN_IF_ERROR(
         SchemaToGrammar(request.json_schema, "response_format.json_schema.schema").status());
   }
-  if (!request.tools.empty()) {  // each function's parameters become a grammar too
-    const ojson tools = ojson::parse_no_throw(request.tools);
-    for (size_t i = 0; tools.is_array() && i < tools.size(); ++i) {
-      const ojson& tool = tools[i];
-      if (!tool.is_object() || !tool.contains("function") || !tool["function"].is_object() ||
-          !tool["function"].contains("parameters")) {
-        continue;
-      }
-      MMS_RETURN_IF_ERROR(SchemaToGrammar(tool["function"]["parameters"].dump_safe(),
-                                          "tools[" + std::to_string(i) + "].function.parameters")
-                              .status());
+  for (size_t i = 0; tools.is_array() && i < tools.size(); ++i) {  // parameters: grammars too
+    const ojson& tool = tools[i];
+    if (!tool.is_object() || !tool.contains("function") || !tool["function"].is_object() ||
+        !tool["function"].contains("parameters")) {
+      continue;
     }
+    MMS_RETURN_IF_ERROR(SchemaToGrammar(tool["function"]["parameters"].dump_safe(),
+                                        "tools[" + std::to_string(i) + "].function.parameters")
+                            .status());
   }
   return Status::Ok();
 }
@@ -282,11 +287,12 @@ void AddTriggers(const std::vector<common_grammar_trigger>& triggers, ChatPlan& 
 }  // namespace
 
 Result<ChatPlan> ChatTemplates::Apply(const ChatRequest& request, size_t max_prompt_bytes) const {
-  MMS_RETURN_IF_ERROR(CheckRequest(request));
+  MMS_ASSIGN_OR_RETURN(const ParsedRequest parsed, Parse(request));
+  MMS_RETURN_IF_ERROR(CheckSchemas(request, parsed.tools));
   common_chat_params params;
   common_chat_templates_inputs in;
   try {
-    in = Inputs(request, impl_->templates.get(), jinja_);
+    in = Inputs(request, parsed, impl_->templates.get(), jinja_);
   } catch (const std::exception& e) {
     return InvalidArgument(Short(e.what()));
   }

@@ -336,21 +336,14 @@ Result<llama_token> LlamaGenerator::NextToken(Slot& slot, int index) {
   if (!slot.grammar) return llama_sampler_sample(slot.sampler.get(), context_.get(), index);
   const float* logits = llama_get_logits_ith(context_.get(), index);
   if (!logits) return Internal("no logits for the sampled row");
-  slot.logits_index_for_check = index;
-  const int n_vocab = llama_vocab_n_tokens(vocab_);
-  auto fill = [&] {
-    candidates_.resize(static_cast<size_t>(n_vocab));
-    for (llama_token t = 0; t < n_vocab; ++t) candidates_[static_cast<size_t>(t)] = {t, logits[t], 0.0f};
-    return llama_token_data_array{candidates_.data(), candidates_.size(), -1, false};
-  };
   try {
-    llama_token_data_array all = fill();
+    llama_token_data_array all = FillCandidates(logits);
     llama_sampler_apply(slot.sampler.get(), &all);
     llama_token token = all.data[all.selected].id;
     if (!Allowed(slot, token)) {
-      std::optional<llama_token> best = FromBestAllowed(slot);
+      std::optional<llama_token> best = FromBestAllowed(slot, logits);
       if (!best) {
-        all = fill();
+        all = FillCandidates(logits);
         llama_sampler_apply(slot.grammar.get(), &all);
         llama_sampler_apply(slot.sampler.get(), &all);
         if (all.selected < 0 || all.data[all.selected].logit == -INFINITY) {
@@ -368,6 +361,15 @@ Result<llama_token> LlamaGenerator::NextToken(Slot& slot, int index) {
   }
 }
 
+// Every token with its logit, in id order (the chains reorder and rescale what they pass).
+llama_token_data_array LlamaGenerator::FillCandidates(const float* logits) {
+  candidates_.resize(static_cast<size_t>(llama_vocab_n_tokens(vocab_)));
+  for (size_t t = 0; t < candidates_.size(); ++t) {
+    candidates_[t] = {static_cast<llama_token>(t), logits[t], 0.0f};
+  }
+  return llama_token_data_array{candidates_.data(), candidates_.size(), -1, false};
+}
+
 bool LlamaGenerator::Allowed(Slot& slot, llama_token token) {
   llama_token_data one{token, 1.0f, 0.0f};
   llama_token_data_array single{&one, 1, -1, false};
@@ -381,15 +383,11 @@ bool LlamaGenerator::Allowed(Slot& slot, llama_token token) {
 // the order of their logits (ties by id, as greedy breaks them), and the chain chooses among
 // them: the same token as a full pass. Nothing when the chain is not of that kind, or fewer than
 // k of the best kMaxChecked candidates are allowed (the full pass then decides).
-std::optional<llama_token> LlamaGenerator::FromBestAllowed(Slot& slot) {
+std::optional<llama_token> LlamaGenerator::FromBestAllowed(Slot& slot, const float* logits) {
   constexpr size_t kMaxChecked = 1024;
   if (slot.top_k_only <= 0) return std::nullopt;
   const size_t need = static_cast<size_t>(slot.top_k_only);
-  // candidates_ holds the chain's last pass, in the chain's order: it is made again.
-  const float* logits = llama_get_logits_ith(context_.get(), slot.logits_index_for_check);
-  for (size_t t = 0; t < candidates_.size(); ++t) {
-    candidates_[t] = {static_cast<llama_token>(t), logits[t], 0.0f};
-  }
+  FillCandidates(logits);  // the chain's pass left them reordered (and rescaled)
   auto better = [](const llama_token_data& a, const llama_token_data& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };

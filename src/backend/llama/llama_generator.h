@@ -73,7 +73,6 @@ class LlamaGenerator final : public ContinuousInstance {
     LlamaSamplerPtr grammar;                // the answer's grammar (a schema, tool calls); or null
     std::unique_ptr<ChatReader> reader;     // a chat's answer read as a message; or null
     int top_k_only = 0;  // > 0: the chain keeps only the top k candidates by raw logit
-    int logits_index_for_check = -1;
     size_t reused = 0;            // prompt tokens whose KV cells an earlier request left
     size_t decoded_generated = 0; // generated tokens decoded into the KV cache
     bool in_batch = false;        // its last generated token is in this step's batch
@@ -96,7 +95,8 @@ class LlamaGenerator final : public ContinuousInstance {
   bool SendDeltas(int seq, const std::vector<ChatDelta>& deltas, std::string_view text);
   Result<llama_token> NextToken(Slot& slot, int index);
   bool Allowed(Slot& slot, llama_token token);  // whether the slot's grammar takes `token` next
-  std::optional<llama_token> FromBestAllowed(Slot& slot);
+  std::optional<llama_token> FromBestAllowed(Slot& slot, const float* logits);
+  llama_token_data_array FillCandidates(const float* logits);
   // Samples the next token of slot `seq`; returns false when the sequence finished.
   bool Sample(int seq);
 

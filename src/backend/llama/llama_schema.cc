@@ -2,6 +2,7 @@
 // converter and llama.cpp's grammar builder expand every repetition count into rules (a
 // `maxLength: 100000` string is 100,000 nested rules) and parse `pattern`s by recursion, so the
 // counts, patterns, sizes and depths that reach them are capped here, by an iterative walk.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -28,6 +29,41 @@ constexpr size_t kMaxProperties = 256;
 const char* const kCountKeys[] = {"minLength", "maxLength", "minItems", "maxItems",
                                   "minProperties", "maxProperties", "minContains", "maxContains"};
 
+// A repetition {n}, {n,} or {n,m} whose '{' is text[open], as a pattern and a grammar both
+// write it: where its '}' is (npos: none), whether it is well formed (digits, at most one
+// comma, something between the braces), has a count above kMaxCount, or a least above its most.
+struct Repetition {
+  size_t close = std::string::npos;
+  bool well_formed = true;
+  bool too_large = false;
+  bool reversed = false;
+};
+
+Repetition ReadRepetition(const std::string& text, size_t open) {
+  Repetition r;
+  int commas = 0;
+  int64_t n = 0, low = 0;
+  bool high_given = false;
+  size_t j = open + 1;
+  for (; j < text.size() && text[j] != '}'; ++j) {
+    const char d = text[j];
+    if (d == ',' && ++commas == 1) {
+      low = n;
+      n = 0;
+    } else if (d >= '0' && d <= '9') {
+      high_given = commas == 1;
+      n = std::min<int64_t>(n * 10 + (d - '0'), kMaxCount + 1);  // saturated: no overflow
+      r.too_large = r.too_large || n > kMaxCount;
+    } else {
+      r.well_formed = false;
+    }
+  }
+  if (j < text.size()) r.close = j;
+  r.well_formed = r.well_formed && j > open + 1 && r.close != std::string::npos;
+  r.reversed = high_given && n < low;
+  return r;
+}
+
 // A pattern's nesting and its repetition counts, bounded.
 Status CheckPattern(const std::string& pattern, const std::string& at) {
   if (pattern.size() > kMaxPatternChars) {
@@ -49,32 +85,16 @@ Status CheckPattern(const std::string& pattern, const std::string& at) {
     } else if (c == '{') {
       // A quantifier is {n}, {n,} or {n,m}: anything else between braces is refused (the
       // converter reads "{df,2}" as a repetition without bound).
-      int commas = 0;
-      int64_t n = 0, low = 0;
-      bool high_given = false;
-      size_t j = i + 1;
-      for (; j < pattern.size() && pattern[j] != '}'; ++j) {
-        if (pattern[j] == ',' && ++commas == 1) {
-          low = n;
-          n = 0;
-        } else if (pattern[j] >= '0' && pattern[j] <= '9') {
-          high_given = commas == 1;
-          n = n * 10 + (pattern[j] - '0');
-          if (n > kMaxCount) {
-            return InvalidArgument(at + ": a repetition count above " +
-                                   std::to_string(kMaxCount) + " (the grammar would expand it "
-                                   "into that many rules)");
-          }
-        } else {
-          return InvalidArgument(at + ": a malformed repetition at character " +
-                                 std::to_string(i + 1) + " (expected {n}, {n,} or {n,m})");
-        }
+      const Repetition r = ReadRepetition(pattern, i);
+      if (r.too_large) {
+        return InvalidArgument(at + ": a repetition count above " + std::to_string(kMaxCount) +
+                               " (the grammar would expand it into that many rules)");
       }
-      if (j == i + 1 || j == pattern.size() || (high_given && n < low)) {
+      if (!r.well_formed || r.reversed) {
         return InvalidArgument(at + ": a malformed repetition at character " +
                                std::to_string(i + 1) + " (expected {n}, {n,} or {n,m}, n <= m)");
       }
-      i = j;
+      i = r.close;
     }
     // A quantifier right after another repeats a repetition: refused (but `+?`, `*?`, `??`
     // ask for a lazy match, which the grammar ignores).
@@ -140,20 +160,12 @@ Status CheckRepetitions(const std::string& grammar, const std::string& field) {
     } else if (c == '+' || c == '*' || c == '?' || c == '{') {
       if (after_quantifier) return refuse("repeat a repetition (stacked quantifiers)");
       if (c == '{') {
-        int64_t n = 0, low = -1;
-        bool high_given = false;
-        for (++i; i < grammar.size() && grammar[i] != '}'; ++i) {
-          if (grammar[i] == ',') {
-            low = n;
-            n = 0;
-          } else if (grammar[i] >= '0' && grammar[i] <= '9') {
-            high_given = low >= 0;
-            if ((n = n * 10 + grammar[i] - '0') > kMaxCount) {
-              return refuse("repeat a rule more than " + std::to_string(kMaxCount) + " times");
-            }
-          }
+        const Repetition r = ReadRepetition(grammar, i);
+        if (r.too_large) {
+          return refuse("repeat a rule more than " + std::to_string(kMaxCount) + " times");
         }
-        if (high_given && n < low) return refuse("repeat a rule at least more times than at most");
+        if (r.reversed) return refuse("repeat a rule at least more times than at most");
+        i = std::min(r.close, grammar.size());
       }
       after_quantifier = true;
     } else if (c != ' ') {

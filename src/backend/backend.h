@@ -164,8 +164,16 @@ class Session {
  public:
   virtual ~Session() = default;
   virtual const ModelSignature& signature() const = 0;
-  // Bytes this session holds now (measured, not estimated).
+  // Bytes this session holds now (measured, not estimated), with room reserved for what it
+  // keeps only to be faster (a prompt cache's limit).
   virtual int64_t resident_bytes() const = 0;
+  // Gives back up to `bytes` of that reserved room (dropping what it held), so that another
+  // model fits without an eviction; returns how much resident_bytes() fell. The room stays
+  // given back until the model loads again. Any thread.
+  virtual int64_t ShedCache(int64_t bytes) {
+    (void)bytes;
+    return 0;
+  }
   virtual ExecutionStyle style() const { return ExecutionStyle::kBatch; }
   // Called on worker `index`'s thread before it serves; the instance stays on that thread.
   virtual Result<std::unique_ptr<Instance>> CreateInstance(int index) = 0;

@@ -47,6 +47,7 @@ class ForwardingSession : public Session {
 
   const ModelSignature& signature() const override { return inner_->signature(); }
   int64_t resident_bytes() const override { return inner_->resident_bytes(); }
+  int64_t ShedCache(int64_t bytes) override { return inner_->ShedCache(bytes); }
   ExecutionStyle style() const override { return inner_->style(); }
   Result<std::unique_ptr<Instance>> CreateInstance(int index) override {
     return inner_->CreateInstance(index);

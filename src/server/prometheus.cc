@@ -252,6 +252,23 @@ void SchedulerFamilies(Writer& w) {
   w.Family("mmserve_prompt_tokens_reused_total", "counter",
            "Prompt tokens a generator found cached from an earlier request (not decoded again)",
            [](M m) { return Counter(m, "reused_prompt_tokens"); });
+  w.Family("mmserve_prompt_cache_lookups_total", "counter",
+           "Prompts looked up in a generator's host prompt cache",
+           [](M m) { return Counter(m, "prompt_cache_lookups"); });
+  w.Family("mmserve_prompt_cache_hits_total", "counter",
+           "Prompts that a saved state from the host prompt cache extended",
+           [](M m) { return Counter(m, "prompt_cache_hits"); });
+  w.Family("mmserve_prompt_cache_restored_tokens_total", "counter",
+           "Prompt tokens restored from the host prompt cache",
+           [](M m) { return Counter(m, "prompt_cache_restored_tokens"); });
+  w.Family("mmserve_prompt_cache_evictions_total", "counter",
+           "Saved states the host prompt cache dropped for room",
+           [](M m) { return Counter(m, "prompt_cache_evicted"); });
+  w.Family("mmserve_prompt_cache_bytes", "gauge", "Bytes of saved states in the host prompt cache",
+           [](M m) { return Counter(m, "prompt_cache_bytes"); });
+  w.Family("mmserve_prompt_cache_limit_bytes", "gauge",
+           "The host prompt cache's room, reserved in its device's budget",
+           [](M m) { return Counter(m, "prompt_cache_limit_bytes"); });
   w.Family("mmserve_tokens_decoded_total", "counter",
            "Tokens through the model (prompts, inputs and generated tokens)",
            [](M m) { return Counter(m, "tokens"); });

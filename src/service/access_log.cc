@@ -49,6 +49,7 @@ std::string FormatAccess(const AccessEntry& e, LogFormat format) {
     if (e.compute_ms) j["compute_ms"] = *e.compute_ms;
     if (e.tokens_in) j["tokens_in"] = *e.tokens_in;
     if (e.tokens_out) j["tokens_out"] = *e.tokens_out;
+    if (e.tokens_cached) j["tokens_cached"] = *e.tokens_cached;
     return DumpJson(j);
   }
   std::string line = "access id=" + (e.id.empty() ? "-" : TextValue(Clip(e.id))) +
@@ -60,6 +61,7 @@ std::string FormatAccess(const AccessEntry& e, LogFormat format) {
   line += " total_ms=" + Millis(e.total_ms);
   if (e.tokens_in) line += " tokens_in=" + std::to_string(*e.tokens_in);
   if (e.tokens_out) line += " tokens_out=" + std::to_string(*e.tokens_out);
+  if (e.tokens_cached) line += " tokens_cached=" + std::to_string(*e.tokens_cached);
   if (!e.error.empty()) line += " error=" + TextValue(Clip(e.error));
   return line;
 }
@@ -86,6 +88,9 @@ void LogAccessOnAnswer(InferRequest& request) {
       }
       if (r.parameters.contains(generate::kCompletionTokens)) {
         entry.tokens_out = NumberParam<int64_t>(r.parameters, generate::kCompletionTokens, 0);
+      }
+      if (r.parameters.contains(generate::kCachedTokens)) {
+        entry.tokens_cached = NumberParam<int64_t>(r.parameters, generate::kCachedTokens, 0);
       }
     } else {
       entry.error = std::string(result.status().message());

@@ -5,6 +5,7 @@
 //
 // Text:  access id=abc route="POST /v1/embeddings" model=embedder version=1 status=OK
 //        queue_ms=0.21 compute_ms=3.40 total_ms=3.70 tokens_in=12 tokens_out=0
+//        (a generation adds tokens_cached=N: prompt tokens reused from a cache, not decoded)
 // JSON:  the same fields as members of the line's object (--log-format json).
 // A failed request adds error="<the message>". Values a client chose (id, model) are quoted
 // and escaped when they hold anything but plain characters, so no client can forge a field.
@@ -31,6 +32,7 @@ struct AccessEntry {
   double total_ms = 0;
   std::optional<int64_t> tokens_in;
   std::optional<int64_t> tokens_out;
+  std::optional<int64_t> tokens_cached;  // prompt tokens a generator reused from its caches
 };
 
 std::string FormatAccess(const AccessEntry& entry, LogFormat format);

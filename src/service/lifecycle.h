@@ -8,8 +8,9 @@
 //           past their deadline, unloads versions idle past their keep_alive and retired ones
 //           whose requests are done, then calls the tick hook (the config watch).
 //
-// Budgets: before a version loads, MakeRoom evicts unpinned versions of its domain until the
-// estimate fits — retired first, then lower priority. A load nobody waits for (start-up, the
+// Budgets: before a version loads, MakeRoom takes back the room other versions reserve for
+// their caches (a generator's prompt cache), then evicts unpinned versions of its domain until
+// the estimate fits — retired first, then lower priority. A load nobody waits for (start-up, the
 // repository API) takes only idle ones, least recently used first. A load requests wait for
 // also takes busy ones, by what losing each costs: idle before busy, then the least reload time
 // x request rate, then least recently used; the one chosen goes once it has been resident for
@@ -127,6 +128,9 @@ class Lifecycle {
   // runtime lease) and makes `version` kReady; an error leaves the state to the caller.
   Status FinishLoad(ModelVersion& version, Backend& backend, std::shared_ptr<LoadedModel> loaded,
                     const MemoryEstimate& estimate);
+  // Asks the other loaded versions of `loading`'s domain to give back room their caches
+  // reserve, until `needed` bytes are free or none has more; returns how much they gave.
+  int64_t ShedCaches(const ModelVersion& loading, int64_t needed);
   // What the other versions of `loading`'s domain hold, and which to free first; `demand`:
   // requests wait for the load.
   RoomScan ScanRoom(const ModelVersion& loading, bool demand) const;

@@ -80,6 +80,8 @@ Status Lifecycle::MakeRoom(const ModelVersion& loading, int64_t bytes,
     const auto until = WaitingDeadline(loading);
     RoomScan scan = ScanRoom(loading, until.has_value());
     if (scan.used + bytes <= budget) return Status::Ok();
+    // Room kept only to be faster (prompt caches) goes before any model does.
+    if (ShedCaches(loading, scan.used + bytes - budget) > 0) continue;
     const std::string why = "evicted to make room for " + loading.VersionName() + " (" +
                             mib(bytes) + " needed on device " + loading.domain() + ")";
     if (scan.victim && !scan.victim_busy && scan.victim_eligible <= Clock::now()) {
@@ -118,6 +120,29 @@ Status Lifecycle::MakeRoom(const ModelVersion& loading, int64_t bytes,
                             : (scan.victim ? " in time" : "") + std::string("; held by ") +
                                   Join(scan.holders, ", ")));
   }
+}
+
+int64_t Lifecycle::ShedCaches(const ModelVersion& loading, int64_t needed) {
+  int64_t shed = 0;
+  for (auto& e : registry_.All()) {
+    if (shed >= needed) break;
+    if (e.get() == &loading || e->domain() != loading.domain()) continue;
+    std::shared_ptr<LoadedModel> loaded;
+    {
+      MutexLock lock(e->mu);
+      if (e->state == VersionState::kReady) loaded = e->loaded;
+    }
+    if (!loaded) continue;
+    const int64_t given = loaded->session->ShedCache(needed - shed);  // no lock: a round trip
+    if (given <= 0) continue;
+    shed += given;
+    const std::string message = "gave " + FormatWholeMib(given) + " of its cache's room to " +
+                                loading.VersionName() + " (the cache stays smaller until it loads "
+                                "again)";
+    spdlog::info("model {}: {}", e->VersionName(), message);
+    events_->Record("cache_shed", e->config().name, e->version(), message);
+  }
+  return shed;
 }
 
 std::optional<Clock::time_point> Lifecycle::WaitingDeadline(const ModelVersion& loading) {

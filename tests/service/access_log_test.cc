@@ -32,6 +32,9 @@ TEST(AccessLogTest, TextLineHasEveryField) {
   EXPECT_EQ(FormatAccess(Entry(), LogFormat::kText),
             "access id=req-1 route=\"POST /v1/embeddings\" model=embedder version=3 status=OK "
             "queue_ms=0.250 compute_ms=3.500 total_ms=4.000 tokens_in=12 tokens_out=0");
+  AccessEntry generated = Entry();
+  generated.tokens_cached = 9;
+  EXPECT_THAT(FormatAccess(generated, LogFormat::kText), HasSubstr("tokens_out=0 tokens_cached=9"));
   AccessEntry failed{.route = "grpc ModelInfer", .model = "m", .status = "Unavailable",
                      .error = "model 'm' is loading", .total_ms = 1};
   EXPECT_EQ(FormatAccess(failed, LogFormat::kText),
@@ -95,6 +98,7 @@ TEST_F(AccessLoggerTest, AnAnswerIsLoggedAsOneJsonLineBeforeItIsDelivered) {
   response.compute_ns = 9'000'000;
   response.parameters["prompt_tokens"] = int64_t{5};
   response.parameters["completion_tokens"] = int64_t{3};
+  response.parameters["cached_tokens"] = int64_t{4};
   request.done(std::move(response));
   ASSERT_TRUE(delivered);
   const auto j = nlohmann::json::parse(out_.str());
@@ -108,6 +112,7 @@ TEST_F(AccessLoggerTest, AnAnswerIsLoggedAsOneJsonLineBeforeItIsDelivered) {
   EXPECT_EQ(j["compute_ms"], 9.0);
   EXPECT_EQ(j["tokens_in"], 5);
   EXPECT_EQ(j["tokens_out"], 3);
+  EXPECT_EQ(j["tokens_cached"], 4);
 }
 
 TEST_F(AccessLoggerTest, OffMeansNoWrapperAndNoLine) {

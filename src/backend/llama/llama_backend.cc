@@ -16,17 +16,37 @@
 #include "backend/llama/llama_chat.h"
 #include "backend/llama/llama_encoder.h"
 #include "backend/llama/llama_generator.h"
+#include "backend/llama/prompt_cache.h"
 #include "common/pages.h"
+#include "common/strings.h"
 #include "common/logging.h"
 
 namespace mmserve {
 namespace {
 
 constexpr int64_t kMaxIdleContextMs = 24LL * 3600 * 1000;  // params.idle_context_ms: a day
+// params.prompt_cache_mb when a generator's entry sets none: as much host memory as its KV cache
+// (a second set of full slots: states of prompts as long as the context), which scales with
+// the model (128 KiB per token for llama-base, 1 KiB for llama-tiny).
+constexpr int64_t kPromptCacheAsKv = -1;
 
 // A generator's KV cache: sequences, and cells per sequence (params, else llama.cpp's defaults).
 int64_t KvSequences(const LlamaOptions& o) { return o.n_parallel > 0 ? o.n_parallel : 4; }
 int64_t KvCells(const LlamaOptions& o) { return o.n_ctx > 0 ? o.n_ctx : 2048; }
+
+// The F16 K and V of every sequence's cells, in double (the header's values are bounded, their
+// products not necessarily within int64).
+double KvBytes(const LlamaOptions& o, const GgufSummary& gguf) {
+  const double n_embd_kv =
+      gguf.n_head > 0 ? static_cast<double>(gguf.n_embd) * gguf.n_head_kv / gguf.n_head : 0;
+  return 4.0 * KvSequences(o) * KvCells(o) * gguf.n_layer * n_embd_kv;
+}
+
+// The host prompt cache's room: params.prompt_cache_mb, or the KV cache's size by default.
+double PromptCacheBytes(const LlamaOptions& o, const GgufSummary& gguf) {
+  if (o.prompt_cache_mb == kPromptCacheAsKv) return KvBytes(o, gguf);
+  return static_cast<double>(o.prompt_cache_mb) * (1 << 20);
+}
 
 // Per worker instance (one llama_context each), the buffers llama.cpp allocates at this release:
 // graph metadata for its scheduler (a fixed ~24 MiB), outputs, and a compute buffer — for a
@@ -39,13 +59,9 @@ double ContextBytes(const LlamaOptions& o, const GgufSummary& gguf, bool generat
   constexpr int64_t kGraphMetadataBytes = int64_t{24} << 20;
   double bytes = kGraphMetadataBytes;
   if (generate) {
-    const int64_t n_seq = KvSequences(o);
-    const int64_t n_ctx_seq = KvCells(o);
-    const double n_embd_kv =
-        gguf.n_head > 0 ? static_cast<double>(gguf.n_embd) * gguf.n_head_kv / gguf.n_head : 0;
-    bytes += 4.0 * n_batch * gguf.n_vocab;                        // chunk logits
-    bytes += 4.0 * n_seq * n_ctx_seq * gguf.n_layer * n_embd_kv;  // K and V, F16
-    bytes += 4.0 * n_seq * gguf.n_vocab;                          // output logits
+    bytes += 4.0 * n_batch * gguf.n_vocab;          // chunk logits
+    bytes += KvBytes(o, gguf);                      // K and V, F16
+    bytes += 4.0 * KvSequences(o) * gguf.n_vocab;  // output logits
   } else {
     // Activations of a full token budget: per token ~9 floats per embedding dimension plus ~940
     // (fitted to llama.cpp's compute buffers for BERT at 64 and 768 dimensions).
@@ -85,30 +101,36 @@ Result<std::string> ChatTemplateText(const ModelConfig& model, const LlamaOption
 class LlamaSession final : public Session {
  public:
   // `context_bytes`: what one llama_context holds (ContextBytes).
+  // `cache_bytes`: the host prompt cache's room (0: none).
   LlamaSession(LlamaModelPtr model, bool generate, EncoderTask task, LlamaOptions options,
-               ModelSignature signature, int64_t context_bytes)
+               ModelSignature signature, int64_t context_bytes, int64_t cache_bytes)
       : model_(std::move(model)),
         generate_(generate),
         task_(task),
         options_(std::move(options)),
         signature_(std::move(signature)),
-        context_bytes_(context_bytes) {}
+        context_bytes_(context_bytes) {
+    if (generate_ && cache_bytes > 0) cache_ = std::make_unique<PromptCache>(cache_bytes);
+  }
 
   const ModelSignature& signature() const override { return signature_; }
   // The weights as llama.cpp counts them, plus each instance's context buffers (KV cache,
   // compute, outputs) as ContextBytes sizes them: llama.h tells no context's buffer sizes, and
   // without them a generator's footprint missed its KV cache (a quarter of llama-base's at
-  // 4 x 512). A context released while idle still counts: its instance makes it again.
+  // 4 x 512). A context released while idle still counts: its instance makes it again. So
+  // does the host prompt cache's limit, which it may fill at any moment.
   int64_t resident_bytes() const override {
     return static_cast<int64_t>(llama_model_size(model_.get())) +
-           stats_.contexts.load() * context_bytes_;
+           stats_.contexts.load() * context_bytes_ + (cache_ ? cache_->limit() : 0);
   }
+  int64_t ShedCache(int64_t bytes) override { return cache_ ? cache_->Shed(bytes) : 0; }
   ExecutionStyle style() const override {
     return generate_ ? ExecutionStyle::kContinuous : ExecutionStyle::kBatch;
   }
   Result<std::unique_ptr<Instance>> CreateInstance(int) override {
     if (generate_) {
-      MMS_ASSIGN_OR_RETURN(auto generator, LlamaGenerator::Create(model_.get(), options_, stats_));
+      MMS_ASSIGN_OR_RETURN(auto generator,
+                           LlamaGenerator::Create(model_.get(), options_, stats_, cache_.get()));
       return std::unique_ptr<Instance>(std::move(generator));
     }
     MMS_ASSIGN_OR_RETURN(auto encoder, LlamaEncoder::Create(model_.get(), task_, options_, stats_));
@@ -127,7 +149,7 @@ class LlamaSession final : public Session {
   }
   std::map<std::string, int64_t> counters() const override {
     const Histogram first = stats_.time_to_first_token.Snapshot();
-    return {{"decodes", static_cast<int64_t>(stats_.decodes.load())},
+    std::map<std::string, int64_t> counters{{"decodes", static_cast<int64_t>(stats_.decodes.load())},
             {"sequences", static_cast<int64_t>(stats_.sequences.load())},
             {"tokens", static_cast<int64_t>(stats_.tokens.load())},
             {"generated_tokens", static_cast<int64_t>(stats_.generated_tokens.load())},
@@ -135,6 +157,18 @@ class LlamaSession final : public Session {
             {"context_releases", static_cast<int64_t>(stats_.context_releases.load())},
             {"first_tokens", first.count},
             {"first_token_ns", first.sum_ns}};
+    if (cache_) {
+      const PromptCache::Counts c = cache_->counts();
+      counters.insert({{"prompt_cache_lookups", c.lookups},
+                       {"prompt_cache_hits", c.hits},
+                       {"prompt_cache_restored_tokens", c.restored_tokens},
+                       {"prompt_cache_saved", c.saved},
+                       {"prompt_cache_evicted", c.evicted},
+                       {"prompt_cache_entries", c.entries},
+                       {"prompt_cache_bytes", cache_->bytes()},
+                       {"prompt_cache_limit_bytes", cache_->limit()}});
+    }
+    return counters;
   }
   Result<std::vector<Token>> Tokenize(std::string_view text, bool add_special,
                                       bool pieces) const override {
@@ -198,6 +232,7 @@ class LlamaSession final : public Session {
   const LlamaOptions options_;
   const ModelSignature signature_;
   const int64_t context_bytes_;
+  std::unique_ptr<PromptCache> cache_;  // generate with params.prompt_cache_mb > 0; else null
   // Per sequence: params.n_ctx, else the model's training context.
   const int64_t context_length_ =
       options_.n_ctx > 0 ? options_.n_ctx : llama_model_n_ctx_train(model_.get());
@@ -233,6 +268,21 @@ LlamaOptions ReadLlamaOptions(const ModelConfig& model, ConfigErrors& errors) {
     r.Error("huge_pages", "huge_pages only with mmap: false (it advises the buffers the weights "
             "are copied into; mapped weights have none)", "true with mmap: true",
             "drop one of the two");
+  }
+  // The host prompt cache is charged as part of the model's footprint, which a GPU build puts in
+  // the GPU's budget: there it is off until the cache has a budget of its own.
+  const bool host_domain = !llama_supports_gpu_offload();
+  if (r.Has("prompt_cache_mb") && (model.task != "generate" || !host_domain)) {
+    r.Error("prompt_cache_mb",
+            model.task != "generate"
+                ? "no prompt_cache_mb (only task generate keeps prompt states)"
+                : "no prompt_cache_mb in a GPU build (the cache would be charged to the GPU's "
+                  "budget, not the host's)",
+            "it with task " + model.task);
+    (void)r.Raw("prompt_cache_mb");
+  } else {
+    o.prompt_cache_mb = model.task == "generate" && host_domain ? kPromptCacheAsKv : 0;
+    o.prompt_cache_mb = r.Int("prompt_cache_mb", o.prompt_cache_mb, 0, 1 << 20);
   }
   if (r.Has("max_tokens") && model.task != "generate") {
     r.Error("max_tokens", "no max_tokens (only task generate generates tokens)",
@@ -332,15 +382,18 @@ Result<MemoryEstimate> LlamaBackend::Estimate(const ModelConfig& model) const {
     source += " + KV cache " + std::to_string(KvSequences(o)) + " x " +
               std::to_string(KvCells(o)) + " cells";
   }
+  const double cache = PromptCacheBytes(o, gguf);
   const double bytes = static_cast<double>(gguf.weights_bytes) +
                        static_cast<double>(gguf.n_vocab) * kBytesPerVocabEntry +
-                       per_instance * model.thread_num;
+                       per_instance * model.thread_num + cache;
   if (bytes > 0x1p62) {
     return InvalidArgument("'" + model.path.string() + "' with these params needs " +
                            std::to_string(bytes / (1 << 30)) + " GiB: implausible (check its "
                            "header and params.n_ctx, n_parallel, n_batch)");
   }
-  return MemoryEstimate{.bytes = static_cast<int64_t>(bytes), .source = source + ")"};
+  source += ")";
+  if (cache > 0) source += " + prompt cache " + FormatWholeMib(static_cast<int64_t>(cache));
+  return MemoryEstimate{.bytes = static_cast<int64_t>(bytes), .source = source};
 }
 
 namespace {
@@ -471,8 +524,10 @@ Result<std::unique_ptr<Session>> LlamaBackend::LoadSession(const ModelConfig& mo
   }
   ModelSignature signature = Signature(generate, task, llama_model_n_embd_out(loaded.get()));
   const auto context_bytes = static_cast<int64_t>(ContextBytes(options, gguf, generate));
+  const auto cache_bytes = generate ? static_cast<int64_t>(PromptCacheBytes(options, gguf)) : 0;
   return std::unique_ptr<Session>(std::make_unique<LlamaSession>(
-      std::move(loaded), generate, task, options, std::move(signature), context_bytes));
+      std::move(loaded), generate, task, options, std::move(signature), context_bytes,
+      cache_bytes));
 }
 
 // The child loads the model and renders a few conversations with its chat template (Jinja from

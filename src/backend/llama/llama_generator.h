@@ -29,6 +29,7 @@
 #include "backend/backend.h"
 #include "backend/llama/llama_chat.h"
 #include "backend/llama/llama_encoder.h"
+#include "backend/llama/prompt_cache.h"
 
 namespace mmserve {
 
@@ -39,10 +40,12 @@ using LlamaSamplerPtr = std::unique_ptr<llama_sampler, LlamaSamplerDeleter>;
 
 class LlamaGenerator final : public ContinuousInstance {
  public:
-  // `model` and `stats` are not owned and outlive the generator.
+  // `model`, `stats` and `cache` (null: no host prompt cache) are not owned and outlive the
+  // generator.
   static Result<std::unique_ptr<LlamaGenerator>> Create(const llama_model* model,
                                                        const LlamaOptions& options,
-                                                       LlamaStats& stats);
+                                                       LlamaStats& stats,
+                                                       PromptCache* cache = nullptr);
   ~LlamaGenerator() override;
 
   int free_slots() const override;
@@ -52,8 +55,9 @@ class LlamaGenerator final : public ContinuousInstance {
   void CancelAll(const Status& status) override;
   bool Abort() override;
   void Park() override { ReleaseComputeThreads(); }
-  // Called only while idle(): every sequence's KV cells were freed as it finished.
+  // Called only while idle(): what the slots' cells hold goes to the host prompt cache first.
   void Release() override {
+    for (int seq = 0; seq < static_cast<int>(cached_.size()); ++seq) SaveState(seq);
     if (context_.Release()) stats_.context_releases.fetch_add(1);
     for (auto& c : cached_) c = Cached{};  // the KV cells went with the context
   }
@@ -83,7 +87,8 @@ class LlamaGenerator final : public ContinuousInstance {
   };
 
   LlamaGenerator(const llama_model* model, LlamaOptions options, LlamaStats& stats,
-                 LlamaContext context, std::unique_ptr<ChatTemplates> templates);
+                 PromptCache* cache, LlamaContext context,
+                 std::unique_ptr<ChatTemplates> templates);
   Status Prepare(Slot& slot);
   // The prompt of the slot's request; chat messages rendered with the model's chat template.
   Status PlanPrompt(Slot& slot, std::string& prompt);
@@ -104,6 +109,7 @@ class LlamaGenerator final : public ContinuousInstance {
   const llama_vocab* vocab_;
   const LlamaOptions options_;
   LlamaStats& stats_;
+  PromptCache* const cache_;  // not owned; null: none
   LlamaContext context_;
   std::unique_ptr<ChatTemplates> templates_;
   std::vector<llama_token_data> candidates_;  // grammar sampling's candidates, reused
@@ -119,11 +125,20 @@ class LlamaGenerator final : public ContinuousInstance {
   };
   std::vector<Cached> cached_;
   uint64_t uses_ = 0;
+  static constexpr size_t kMinSaved = 16;  // fewer cached tokens are not worth a saved state
   bool reuse_ = false;  // the model's cache can be cut partway (no recurrence, no sliding window)
   // The free slot for `slot` (its prompt tokenized): the one whose cached tokens share the
   // longest prefix with the prompt (ties: the least recently used); its cells past that prefix
   // are removed and slot.prompt_done starts there.
+  // A saved state from the host cache may extend the prompt further than any slot: it is then
+  // restored into the least recently used one. Cells a choice cuts are saved there first.
   int ChooseSlot(Slot& slot);
+  // Saves what sequence `seq`'s cells hold (cached_[seq]) to the host cache, if there is one
+  // and they hold enough to be worth it.
+  void SaveState(int seq);
+  // Restores `hit` into sequence `seq` and cuts it after `hit.common` tokens; false (the
+  // sequence empty) when llama.cpp refuses the state.
+  bool RestoreState(int seq, const PromptCache::Hit& hit);
   int active_ = 0;
   int n_batch_;
   int n_ctx_seq_;

@@ -24,6 +24,8 @@ struct LlamaOptions {
   std::vector<int> matryoshka_dims;
   std::string chat_template;  // generate: overrides the model's tokenizer.chat_template
   int max_tokens = 128;       // generate: tokens per request when the request sets none
+  // generate: host memory for saved prompt states (prompt_cache.h); -1: as large as the KV cache
+  int64_t prompt_cache_mb = 0;
   bool huge_pages = false;    // advise the weight buffers onto transparent huge pages
   bool mmap = false;          // map the weights from the file instead of copying them
   int64_t idle_context_ms = 30000;  // an instance idle this long frees its context; -1: never

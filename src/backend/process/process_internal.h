@@ -83,6 +83,9 @@ class ProcessSession final : public Session {
   // On the host: the worker's private memory (what it alone holds: the model, its contexts,
   // the process's own heap), measured at most once a second; at least what the session says.
   int64_t resident_bytes() const override;
+  // The worker's session sheds (a round trip on the control socket); a worker restarted later
+  // is told to shed as much again, so the room stays given back.
+  int64_t ShedCache(int64_t bytes) override;
   ExecutionStyle style() const override {
     return facts_.continuous ? ExecutionStyle::kContinuous : ExecutionStyle::kBatch;
   }
@@ -187,6 +190,7 @@ class ProcessSession final : public Session {
   EngineStats engine_ GUARDED_BY(mu_);
   mutable Clock::time_point measured_at_ GUARDED_BY(mu_);
   mutable int64_t measured_ GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> shed_{0};  // bytes of the session's reserved room given back
 };
 
 }  // namespace mmserve

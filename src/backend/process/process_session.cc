@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -116,15 +117,27 @@ Status ProcessSession::Start() {
   return current_ ? Status::Ok() : failed_;
 }
 
+int64_t ProcessSession::ShedCache(int64_t bytes) {
+  auto reply = Ask({.shed_bytes = bytes});
+  if (!reply.ok() || !reply->status.ok()) return 0;
+  int64_t shed = 0;
+  const std::string& text = reply->text;
+  (void)std::from_chars(text.data(), text.data() + text.size(), shed);
+  shed = std::clamp<int64_t>(shed, 0, bytes);  // a worker's word is not trusted
+  shed_.fetch_add(shed);
+  return shed;
+}
+
 int64_t ProcessSession::resident_bytes() const {
-  if (!facts_.host_memory) return facts_.resident_bytes;
+  const int64_t said = std::max<int64_t>(0, facts_.resident_bytes - shed_.load());
+  if (!facts_.host_memory) return said;
   MutexLock lock(mu_);
   const auto now = Clock::now();
   if (current_ && now - measured_at_ >= 1s) {
     measured_at_ = now;
     measured_ = PrivateBytes(current_->pid);
   }
-  return std::max(facts_.resident_bytes, measured_);
+  return std::max(said, measured_);
 }
 
 Result<std::shared_ptr<Worker>> ProcessSession::Current(Clock::time_point until) {
@@ -327,6 +340,7 @@ void ProcessSession::Supervise() {
         cv_.notify_all();
       }
       if (!first) spdlog::info("model {}: worker restarted (pid {})", model_.name, (*worker)->pid);
+      if (const int64_t shed = shed_.load(); shed > 0) (void)Ask({.shed_bytes = shed});
       Watch(**worker);
       if (WaitReadable(stop_.get(), 0ms)) return;
     }

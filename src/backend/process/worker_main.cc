@@ -184,7 +184,7 @@ void ServeSequences(Session& session, int index, int fd, StartGate& gate) {
 }
 
 // What the session's tokenizer says to the server's query.
-TokenizerReply AnswerQuery(const Session& session, std::string_view payload) {
+TokenizerReply AnswerQuery(Session& session, std::string_view payload) {
   TokenizerReply reply;
   auto query = DecodeQuery(payload);
   if (!query.ok()) {
@@ -192,6 +192,10 @@ TokenizerReply AnswerQuery(const Session& session, std::string_view payload) {
     return reply;
   }
   reply.id = query->id;
+  if (query->shed_bytes > 0) {
+    reply.text = std::to_string(session.ShedCache(query->shed_bytes));
+    return reply;
+  }
   if (query->detokenize) {
     auto text = session.Detokenize(query->tokens);
     if (text.ok()) reply.text = std::move(*text);

@@ -466,8 +466,10 @@ Status DecodeEvent(std::string_view payload, uint64_t* seq, Result<InferResponse
 void EncodeQuery(const TokenizerQuery& query, std::string& out) {
   out.clear();
   Put<uint64_t>(out, query.id);
-  Put<uint8_t>(out, query.detokenize);
-  if (query.detokenize) {
+  Put<uint8_t>(out, query.shed_bytes > 0 ? 2 : query.detokenize ? 1 : 0);
+  if (query.shed_bytes > 0) {
+    Put<int64_t>(out, query.shed_bytes);
+  } else if (query.detokenize) {
     Put<uint32_t>(out, static_cast<uint32_t>(query.tokens.size()));
     for (int32_t t : query.tokens) Put<int32_t>(out, t);
   } else {
@@ -481,8 +483,14 @@ Result<TokenizerQuery> DecodeQuery(std::string_view payload) {
   Reader r(payload);
   TokenizerQuery q;
   q.id = r.Get<uint64_t>();
-  q.detokenize = r.Get<uint8_t>() != 0;
-  if (q.detokenize) {
+  const auto op = r.Get<uint8_t>();
+  q.detokenize = op == 1;
+  if (op == 2) {
+    q.shed_bytes = r.Get<int64_t>();
+    if (q.shed_bytes <= 0) return Malformed("tokenizer query");
+  } else if (op > 2) {
+    return Malformed("tokenizer query");
+  } else if (q.detokenize) {
     q.tokens.resize(r.GetCount());
     for (int32_t& t : q.tokens) t = r.Get<int32_t>();
   } else {

@@ -50,7 +50,7 @@ enum class FrameKind : uint32_t {
   kCancel = 8,    // server → worker: a sequence number
   kPartial = 9,   // worker → server: a sequence number and a partial response
   kDone = 10,     // worker → server: a sequence number and its outcome
-  kQuery = 11,    // server → worker, on the control socket: a TokenizerQuery
+  kQuery = 11,    // server → worker, on the control socket: a TokenizerQuery (or a cache shed)
   kReply = 12,    // worker → server, on the control socket: a TokenizerReply
 };
 
@@ -141,6 +141,8 @@ struct TokenizerQuery {
   bool add_special = false;
   bool pieces = false;
   std::vector<int32_t> tokens;  // to detokenize
+  int64_t shed_bytes = 0;  // > 0: not the tokenizer but Session::ShedCache; the reply's text
+                           // is the number of bytes shed
 };
 void EncodeQuery(const TokenizerQuery& query, std::string& out);
 Result<TokenizerQuery> DecodeQuery(std::string_view payload);

@@ -347,6 +347,27 @@ TEST_F(LlamaBackendTest, GenerationHonoursStopAndMaxTokens) {
               HasSubstr("max_tokens: expected an integer from 1 to"));
 }
 
+TEST_F(LlamaBackendTest, OnlyAGeneratorTakesAPromptCacheAndItsRoomIsInTheEstimate) {
+  const std::string yaml = EmbedderYaml("    params: {prompt_cache_mb: 5}\n");
+  auto config = ParseConfig(yaml, dir_.Write("e.yaml", yaml).string(), backends_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr("models[0].params.prompt_cache_mb: expected no prompt_cache_mb (only "
+                        "task generate keeps prompt states), found it with task embed"));
+  for (const auto& [params, cache] : std::vector<std::pair<std::string, std::string>>{
+           {"", "prompt cache 1 MiB"}, {", prompt_cache_mb: 7", "prompt cache 7 MiB"}}) {
+    const std::string llm = "models:\n  - name: llm\n    path: " +
+                            GeneratedModel("llama-tiny.gguf") +
+                            "\n    task: generate\n    params: {n_ctx: 1024, n_parallel: 1" +
+                            params + "}\n";
+    auto parsed = ParseConfig(llm, dir_.Write("g.yaml", llm).string(), backends_);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    auto estimate = (*backends_.Find("llama"))->Estimate(parsed->models[0]);
+    ASSERT_TRUE(estimate.ok());
+    EXPECT_THAT(estimate->source, HasSubstr(cache));
+  }
+}
+
 TEST_F(LlamaBackendTest, ParamsMaxTokensIsTheModelsDefaultAndOnlyGenerationTakesIt) {
   auto service = Start("models:\n  - name: llm\n    path: " + GeneratedModel("llama-tiny.gguf") +
                        "\n    task: generate\n    params: {n_ctx: 256, max_tokens: 5}\n");

@@ -62,6 +62,7 @@ class FakeSession final : public Session {
   }
   const ModelSignature& signature() const override { return signature_; }
   int64_t resident_bytes() const override { return 4242; }
+  int64_t ShedCache(int64_t bytes) override { return bytes / 2; }
   Result<std::unique_ptr<Instance>> CreateInstance(int) override {
     return std::unique_ptr<Instance>(std::make_unique<FakeInstance>(calls_));
   }
@@ -90,6 +91,7 @@ class FakeSession final : public Session {
 // Every Session capability of `session` is the fake's.
 void ExpectSessionCapabilities(Session& session, Calls& calls) {
   EXPECT_EQ(session.resident_bytes(), 4242);
+  EXPECT_EQ(session.ShedCache(10), 5);
   EXPECT_THAT(session.batch_tiers(), ElementsAre(1, 4));
   EXPECT_EQ(session.notes().at("worker"), "exited");
   EXPECT_EQ(session.Tokenize("x", false, true)->at(0).id, 9);

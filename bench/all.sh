@@ -54,6 +54,8 @@ if $QUICK; then
   scenario "P10 isolation cost (tiny, quick)" "${Q[@]}" BENCH_CONCURRENCY=4 -- isolation.sh tiny
   scenario "P10s sandbox cost (tiny, quick)" "${Q[@]}" BENCH_CONCURRENCY=4 -- sandbox.sh tiny
   scenario "P11 structured output (tiny, quick)" "${Q[@]}" -- structured.sh tiny
+  scenario "P11c prompt cache (tiny, quick)" BENCH_ROUNDS=1 BENCH_CLIENTS=2 -- prompt_cache.sh tiny
+  scenario "P12b bulk ingestion (tiny, quick)" "${Q[@]}" BENCH_CONCURRENCY=4 -- ingestion.sh tiny
 else
   MMSERVE_MODEL_SIZES=tiny,base bash "$ROOT/scripts/setup.sh" >/dev/null
   scenario "P1 embeddings, bert-base" BENCH_SECONDS=10 BENCH_ROUNDS=2 -- embeddings.sh base
@@ -74,6 +76,8 @@ else
   scenario "P10s sandbox cost, bert-tiny" BENCH_SECONDS=5 BENCH_ROUNDS=3 -- sandbox.sh tiny
   scenario "P11 structured output, llama-tiny" BENCH_SECONDS=15 BENCH_ROUNDS=3 -- structured.sh tiny
   scenario "P11 structured output, llama-base" BENCH_SECONDS=40 BENCH_ROUNDS=2 -- structured.sh base
+  scenario "P11c prompt cache, llama-base" BENCH_ROUNDS=1 -- prompt_cache.sh base
+  scenario "P12b bulk ingestion, bert-base" BENCH_SECONDS=20 BENCH_ROUNDS=1 -- ingestion.sh base
 fi
 
 echo

@@ -2,10 +2,15 @@
 // prefix decodes only the rest (issue #43, item 1): through the real binary, greedy answers are
 // the same tokens with the cache and without it, for prompts sharing nothing, half, or all but
 // the last words of an earlier one; in-process and isolated; cache_salt keeps tenants apart;
-// usage.prompt_tokens_details.cached_tokens says what was reused.
+// usage.prompt_tokens_details.cached_tokens says what was reused. The host prompt cache (item
+// 2): states saved when a slot is taken come back for a prompt that extends them, equal
+// tokens; a full cache drops its oldest; a reload starts empty; a model that needs room takes
+// it from the cache's reservation before anything is evicted.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <thread>
 
 #include "testing/http_client.h"
 #include "testing/models.h"
@@ -157,6 +162,26 @@ TEST_F(HostPromptCacheTest, APromptWhoseSlotWasTakenIsRestoredFromHostMemory) {
   EXPECT_THAT(metrics.body, ::testing::ContainsRegex(
                                 "mmserve_prompt_cache_hits_total\\{model=\"llm-none\",version=\"1\"\\} [1-9]"));
   EXPECT_THAT(metrics.body, ::testing::HasSubstr("# TYPE mmserve_prompt_cache_bytes gauge"));
+}
+
+TEST_F(HostPromptCacheTest, AReloadedModelNeverRestoresTheStatesOfItsPredecessor) {
+  const std::string other = "A completely different opening about cats, dogs and the weather "
+                            "in Lisbon, long enough to be worth a saved state of its own.";
+  Serve("models:\n" + Model("llm", "none", ""));
+  Complete("llm", kBase);
+  Complete("llm", other);  // kBase's state is in host memory now
+  ASSERT_GT(Counter("llm", "prompt_cache_saved"), 0);
+  // The same model with other params: a reload loads a new session, with a cache of its own.
+  dir_.Write("m1.yaml", "models:\n" + Model("llm", "none", ", max_tokens: 20"));
+  auto reload = testing::HttpClient(server_->port()).Post("/v2/repository/reload", "{}");
+  EXPECT_EQ(reload.status, 200) << reload.body;
+  EXPECT_THAT(reload.body, ::testing::HasSubstr("\"reloaded\":[\"llm v1\"]"));
+  for (int i = 0; i < 600 && Stats("llm")["state"] != "READY"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(Counter("llm", "prompt_cache_saved"), 0);
+  EXPECT_EQ(Complete("llm", kBase + " Why?").second, 0);
+  EXPECT_EQ(Counter("llm", "prompt_cache_hits"), 0);
 }
 
 TEST_F(HostPromptCacheTest, AFullCacheDropsItsOldestStates) {

@@ -260,7 +260,10 @@ int LlamaGenerator::ChooseSlot(Slot& slot) {
   llama_context* context = context_.get();
   const size_t keep = hit.entry ? 0 : best_common;
   if (context && c.tokens.size() > keep) {
-    if (c.tokens.size() - keep >= kMinSaved) SaveState(best);
+    // Saved when the cut loses much of what the cells hold: a copy of a long shared prefix
+    // that the slot keeps anyway (a system prompt, a new question) costs its whole size.
+    const size_t lost = c.tokens.size() - keep;
+    if (lost >= std::max(kMinSaved, c.tokens.size() / 4)) SaveState(best);
     if (!llama_memory_seq_rm(llama_get_memory(context), best, static_cast<llama_pos>(keep), -1)) {
       llama_memory_seq_rm(llama_get_memory(context), best, -1, -1);
       best_common = 0;

@@ -131,7 +131,8 @@ class LlamaGenerator final : public ContinuousInstance {
   // longest prefix with the prompt (ties: the least recently used); its cells past that prefix
   // are removed and slot.prompt_done starts there.
   // A saved state from the host cache may extend the prompt further than any slot: it is then
-  // restored into the least recently used one. Cells a choice cuts are saved there first.
+  // restored into the least recently used one. Cells a choice cuts are saved there first, when
+  // the cut loses at least a quarter of them.
   int ChooseSlot(Slot& slot);
   // Saves what sequence `seq`'s cells hold (cached_[seq]) to the host cache, if there is one
   // and they hold enough to be worth it.

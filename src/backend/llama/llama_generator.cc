@@ -260,10 +260,16 @@ int LlamaGenerator::ChooseSlot(Slot& slot) {
   llama_context* context = context_.get();
   const size_t keep = hit.entry ? 0 : best_common;
   if (context && c.tokens.size() > keep) {
-    // Saved when the cut loses much of what the cells hold: a copy of a long shared prefix
-    // that the slot keeps anyway (a system prompt, a new question) costs its whole size.
+    // Saved when the cut loses much of what the cells hold, or when host memory holds no state
+    // of the prefix the slot keeps (the one copy from which other slots can restore a shared
+    // system prompt). Not for every new question after a long prefix already saved: each copy
+    // costs the state's whole size.
     const size_t lost = c.tokens.size() - keep;
-    if (lost >= std::max(kMinSaved, c.tokens.size() / 4)) SaveState(best);
+    if (cache_ && lost >= kMinSaved &&
+        (lost >= c.tokens.size() / 4 ||
+         !cache_->Covers(std::span(c.tokens).first(keep), c.salt))) {
+      SaveState(best);
+    }
     if (!llama_memory_seq_rm(llama_get_memory(context), best, static_cast<llama_pos>(keep), -1)) {
       llama_memory_seq_rm(llama_get_memory(context), best, -1, -1);
       best_common = 0;

@@ -132,7 +132,7 @@ class LlamaGenerator final : public ContinuousInstance {
   // are removed and slot.prompt_done starts there.
   // A saved state from the host cache may extend the prompt further than any slot: it is then
   // restored into the least recently used one. Cells a choice cuts are saved there first, when
-  // the cut loses at least a quarter of them.
+  // the cut loses a quarter of them or host memory holds no state of what the slot keeps.
   int ChooseSlot(Slot& slot);
   // Saves what sequence `seq`'s cells hold (cached_[seq]) to the host cache, if there is one
   // and they hold enough to be worth it.

@@ -34,6 +34,13 @@ PromptCache::Hit PromptCache::Find(std::span<const llama_token> prompt, std::str
   return {.entry = entries_.front(), .common = best_common};
 }
 
+bool PromptCache::Covers(std::span<const llama_token> prefix, std::string_view salt) const {
+  MutexLock lock(mu_);
+  return std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) {
+    return e->salt == salt && CommonPrefix(e->tokens, prefix) == prefix.size();
+  });
+}
+
 bool PromptCache::Put(Entry entry) {
   const int64_t bytes = entry.bytes();
   MutexLock lock(mu_);

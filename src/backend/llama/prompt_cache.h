@@ -56,6 +56,8 @@ class PromptCache {
   // The entry of `salt` sharing the longest prefix with `prompt` (at most `most` tokens of it),
   // if that is at least `least`; it becomes the most recently used. Counts a lookup, and a hit.
   Hit Find(std::span<const llama_token> prompt, std::string_view salt, size_t least, size_t most);
+  // Whether an entry of `salt` holds all of `prefix` (a state of it is in host memory already).
+  bool Covers(std::span<const llama_token> prefix, std::string_view salt) const;
   // Counts `tokens` restored from a hit (after its state went back into a slot).
   void CountRestored(size_t tokens) { restored_tokens_.fetch_add(tokens); }
   // Keeps `entry` as the most recently used, dropping entries of its salt that it extends and

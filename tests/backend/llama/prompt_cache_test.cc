@@ -70,6 +70,15 @@ TEST(PromptCacheTest, AnEntryThatExtendsAnotherReplacesItAndACoveredOneIsNotKept
   EXPECT_EQ(cache.bytes(), Entry(Tokens(50)).bytes() + Entry(Tokens(40), "b").bytes());
 }
 
+TEST(PromptCacheTest, CoversSaysWhetherAStateOfAPrefixIsHeld) {
+  PromptCache cache(1 << 20);
+  ASSERT_TRUE(cache.Put(Entry(Tokens(40))));
+  EXPECT_TRUE(cache.Covers(Tokens(30), ""));
+  EXPECT_TRUE(cache.Covers(Tokens(40), ""));
+  EXPECT_FALSE(cache.Covers(Tokens(41), ""));
+  EXPECT_FALSE(cache.Covers(Tokens(30), "other"));
+}
+
 TEST(PromptCacheTest, SheddingLowersTheLimitAndDropsWhatNoLongerFits) {
   const int64_t one = Entry(Tokens(20)).bytes();
   PromptCache cache(4 * one);

@@ -2,7 +2,7 @@
 # Every benchmark scenario, one after the other, each side by side with its peer in one run
 # (docs/BENCHMARKS.md). The tables go to stdout and to $BENCH_OUT (default build/bench-results.md).
 #
-#   bench/all.sh           the full suite, under 23 minutes on the 2-core machine: base models
+#   bench/all.sh           the full suite, about 40 minutes on the 2-core machine: base models
 #                          (generated first if missing), windows of 5–15 s (P7: 60 s a side),
 #                          a 4-minute soak; 15–16 minutes of scenarios, plus the build check
 #   bench/all.sh --quick   a smoke test (about 3 minutes, tiny models, 1 s windows, no goals):
@@ -77,7 +77,7 @@ else
   scenario "P11 structured output, llama-tiny" BENCH_SECONDS=15 BENCH_ROUNDS=3 -- structured.sh tiny
   scenario "P11 structured output, llama-base" BENCH_SECONDS=40 BENCH_ROUNDS=2 -- structured.sh base
   scenario "P11c prompt cache, llama-base" BENCH_ROUNDS=1 -- prompt_cache.sh base
-  scenario "P12b bulk ingestion, bert-base" BENCH_SECONDS=20 BENCH_ROUNDS=1 -- ingestion.sh base
+  scenario "P12b bulk ingestion, bert-base" BENCH_SECONDS=30 BENCH_ROUNDS=1 BENCH_CONCURRENCY=4 -- ingestion.sh base
 fi
 
 echo

@@ -1,0 +1,101 @@
+// LlamaGenerator's slot choice: which free slot a new prompt takes, and what its cells and the
+// host prompt cache give it (llama_generator.h, prompt_cache.h).
+#include <algorithm>
+#include <span>
+
+#include "backend/generate_contract.h"
+#include "backend/llama/llama_generator.h"
+
+namespace mmserve {
+
+int LlamaGenerator::ChooseSlot(Slot& slot) {
+  const InferRequest& r = *slot.request;
+  const bool reuse = reuse_ && BoolParam(r.parameters, generate::kCachePrompt, true);
+  const std::string salt = StringParam(r.parameters, generate::kCacheSalt);
+  const size_t most = slot.prompt.size() - 1;  // the last prompt token is always decoded
+  int best = -1, oldest = -1;
+  size_t best_common = 0;
+  for (int seq = 0; seq < static_cast<int>(slots_.size()); ++seq) {
+    if (slots_[static_cast<size_t>(seq)].request) continue;
+    const Cached& c = cached_[static_cast<size_t>(seq)];
+    if (oldest < 0 || c.used < cached_[static_cast<size_t>(oldest)].used) oldest = seq;
+    size_t common = 0;
+    if (reuse && c.salt == salt) {
+      const size_t n = std::min(c.tokens.size(), most);
+      while (common < n && c.tokens[common] == slot.prompt[common]) ++common;
+    }
+    if (common > best_common) {
+      best = seq;
+      best_common = common;
+    }
+  }
+  // A short share (a BOS, a template's first marker) is not worth another cache: reuse starts
+  // at 16 tokens, or half the prompt; below that the least recently used slot is taken.
+  const size_t least = std::min<size_t>(16, (slot.prompt.size() + 1) / 2);
+  if (best < 0 || best_common < least) {
+    best = oldest;
+    best_common = 0;
+  }
+  PromptCache::Hit hit;
+  if (reuse && cache_) hit = cache_->Find(slot.prompt, salt, std::max(least, best_common + 1), most);
+  if (hit.entry) best = oldest;  // the slot whose cells are least likely to be asked for again
+  Cached& c = cached_[static_cast<size_t>(best)];
+  llama_context* context = context_.get();
+  const size_t keep = hit.entry ? 0 : best_common;
+  if (context && c.tokens.size() > keep) {
+    // Saved when the cut loses much of what the cells hold, or when host memory holds no state
+    // of the prefix the slot keeps (the one copy from which other slots can restore a shared
+    // system prompt). Not for every new question after a long prefix already saved: each copy
+    // costs the state's whole size.
+    const size_t lost = c.tokens.size() - keep;
+    if (cache_ && lost >= kMinSaved &&
+        (lost >= c.tokens.size() / 4 ||
+         !cache_->Covers(std::span(c.tokens).first(keep), c.salt))) {
+      SaveState(best);
+    }
+    if (!llama_memory_seq_rm(llama_get_memory(context), best, static_cast<llama_pos>(keep), -1)) {
+      llama_memory_seq_rm(llama_get_memory(context), best, -1, -1);
+      best_common = 0;
+    }
+  }
+  if (!context) best_common = 0;  // released: the cells are gone (Release cleared the record)
+  if (hit.entry) best_common = RestoreState(best, hit) ? hit.common : 0;
+  c = Cached{.salt = salt, .used = ++uses_};
+  slot.prompt_done = best_common;
+  slot.reused = best_common;
+  if (best_common > 0) stats_.reused_prompt_tokens.fetch_add(best_common, std::memory_order_relaxed);
+  return best;
+}
+
+void LlamaGenerator::SaveState(int seq) {
+  const Cached& c = cached_[static_cast<size_t>(seq)];
+  llama_context* context = context_.get();
+  if (!cache_ || !context || c.tokens.size() < kMinSaved) return;
+  const size_t size = llama_state_seq_get_size_ext(context, seq, LLAMA_STATE_SEQ_FLAGS_NONE);
+  if (size == 0 || static_cast<int64_t>(size) > cache_->limit()) return;
+  PromptCache::Entry entry{.tokens = c.tokens, .salt = c.salt};
+  entry.state.resize(size);
+  const size_t written = llama_state_seq_get_data_ext(context, entry.state.data(), size, seq,
+                                                      LLAMA_STATE_SEQ_FLAGS_NONE);
+  if (written == 0) return;
+  entry.state.resize(written);
+  cache_->Put(std::move(entry));
+}
+
+bool LlamaGenerator::RestoreState(int seq, const PromptCache::Hit& hit) {
+  auto made = context_.Acquire();  // a released context is made again for it
+  if (!made.ok()) return false;
+  llama_memory_t memory = llama_get_memory(*made);
+  llama_memory_seq_rm(memory, seq, -1, -1);
+  const std::vector<uint8_t>& state = hit.entry->state;
+  if (llama_state_seq_set_data_ext(*made, state.data(), state.size(), seq,
+                                   LLAMA_STATE_SEQ_FLAGS_NONE) == 0 ||
+      !llama_memory_seq_rm(memory, seq, static_cast<llama_pos>(hit.common), -1)) {
+    llama_memory_seq_rm(memory, seq, -1, -1);
+    return false;
+  }
+  cache_->CountRestored(hit.common);
+  return true;
+}
+
+}  // namespace mmserve

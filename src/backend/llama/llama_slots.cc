@@ -19,11 +19,9 @@ int LlamaGenerator::ChooseSlot(Slot& slot) {
     if (slots_[static_cast<size_t>(seq)].request) continue;
     const Cached& c = cached_[static_cast<size_t>(seq)];
     if (oldest < 0 || c.used < cached_[static_cast<size_t>(oldest)].used) oldest = seq;
-    size_t common = 0;
-    if (reuse && c.salt == salt) {
-      const size_t n = std::min(c.tokens.size(), most);
-      while (common < n && c.tokens[common] == slot.prompt[common]) ++common;
-    }
+    const size_t common = reuse && c.salt == salt
+                              ? CommonPrefix(c.tokens, std::span(slot.prompt).first(most))
+                              : 0;
     if (common > best_common) {
       best = seq;
       best_common = common;

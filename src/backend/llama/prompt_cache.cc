@@ -3,15 +3,12 @@
 #include <algorithm>
 
 namespace mmserve {
-namespace {
 
 size_t CommonPrefix(std::span<const llama_token> a, std::span<const llama_token> b) {
   const size_t n = std::min(a.size(), b.size());
   return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + static_cast<ptrdiff_t>(n),
                                            b.begin()).first - a.begin());
 }
-
-}  // namespace
 
 PromptCache::Hit PromptCache::Find(std::span<const llama_token> prompt, std::string_view salt,
                                    size_t least, size_t most) {

@@ -33,6 +33,9 @@
 
 namespace mmserve {
 
+// How many tokens `a` and `b` share from their start.
+size_t CommonPrefix(std::span<const llama_token> a, std::span<const llama_token> b);
+
 class PromptCache {
  public:
   // At most this many entries (a lookup compares the prompt with each).

@@ -164,6 +164,45 @@ TEST_F(HostPromptCacheTest, APromptWhoseSlotWasTakenIsRestoredFromHostMemory) {
   EXPECT_THAT(metrics.body, ::testing::HasSubstr("# TYPE mmserve_prompt_cache_bytes gauge"));
 }
 
+// A long system prompt shared by every question is saved to host memory once, by the first cut
+// of the slot that holds it; the other slot restores it from that copy, and later questions on
+// either slot neither save it again nor restore it again.
+TEST_F(HostPromptCacheTest, ASharedSystemPromptIsSavedOnceAndRestoredIntoTheOtherSlot) {
+  std::string yaml = "models:\n";
+  for (const std::string isolation : {"none", "process"}) {
+    yaml += "  - name: llm-" + isolation + "\n    path: " +
+            testing::GeneratedModel("llama-tiny.gguf") + "\n    task: generate\n    isolation: " +
+            isolation + "\n    timeout_ms: 600000\n    params: {n_ctx: 1024, n_parallel: 2}\n";
+  }
+  Serve(yaml);
+  std::string system;
+  for (int i = 0; i < 5; ++i) system += kBase + " ";  // ~250 tokens: a question is < 1/4 of it
+  const auto question = [&](int i) { return system + "Question " + std::to_string(i) + ": why?"; };
+  for (const std::string model : {"llm-none", "llm-process"}) {
+    Complete(model, question(1));
+    EXPECT_GT(Complete(model, question(2)).second, 200) << model;  // the same slot, cut once
+    EXPECT_GT(Complete(model, question(3)).second, 200) << model;
+    EXPECT_EQ(Counter(model, "prompt_cache_saved"), 1) << model;
+    EXPECT_EQ(Counter(model, "prompt_cache_hits"), 0) << model;
+    // Two questions at once: one keeps the slot that holds the prompt, the other restores it
+    // into the empty slot from the one saved copy.
+    for (int round = 0; round < 2; ++round) {
+      json body = {{"model", model},
+                   {"prompt", {question(10 + 2 * round), question(11 + 2 * round)}},
+                   {"max_tokens", 24},
+                   {"temperature", 0}};
+      auto res = testing::HttpClient(server_->port()).Post("/v1/completions", body.dump());
+      ASSERT_EQ(res.status, 200) << res.body;
+      const json out = json::parse(res.body);
+      EXPECT_GT(out["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 400)
+          << model << ", round " << round;
+    }
+    EXPECT_EQ(Counter(model, "prompt_cache_saved"), 1) << model;
+    EXPECT_EQ(Counter(model, "prompt_cache_hits"), 1) << model;  // the second round needs none
+    EXPECT_GT(Counter(model, "prompt_cache_restored_tokens"), 200) << model;
+  }
+}
+
 TEST_F(HostPromptCacheTest, AReloadedModelNeverRestoresTheStatesOfItsPredecessor) {
   const std::string other = "A completely different opening about cats, dogs and the weather "
                             "in Lisbon, long enough to be worth a saved state of its own.";

@@ -34,8 +34,13 @@ int LlamaGenerator::ChooseSlot(Slot& slot) {
     best = oldest;
     best_common = 0;
   }
+  // Host memory only for a longer share than the slot's by a worthwhile margin: a restore
+  // copies the whole state, and over the best slot it would first cost that slot a save.
   PromptCache::Hit hit;
-  if (reuse && cache_) hit = cache_->Find(slot.prompt, salt, std::max(least, best_common + 1), most);
+  const size_t margin = best_common > 0 ? kMinSaved : 1;
+  if (reuse && cache_) {
+    hit = cache_->Find(slot.prompt, salt, std::max(least, best_common + margin), most);
+  }
   if (hit.entry) best = oldest;  // the slot whose cells are least likely to be asked for again
   Cached& c = cached_[static_cast<size_t>(best)];
   llama_context* context = context_.get();

@@ -170,10 +170,16 @@ Result<KeyValues> ReadKeyValues(Cursor& c, uint64_t n_kv, const std::string& pat
   return kv;
 }
 
+// Where the last tensor's data ends, from the start of the data section, and its name.
+struct DataEnd {
+  uint64_t bytes = 0;
+  std::string tensor;
+};
+
 // The tensor table: each tensor's bytes added to `s.weights_bytes`, checked as llama.cpp's gguf
 // reader checks it (names, dimensions, types, block multiples, sizes, offsets in order).
 Status ReadTensors(Cursor& c, uint64_t n_tensors, uint64_t alignment, const std::string& path,
-                   GgufSummary& s) {
+                   GgufSummary& s, DataEnd& end) {
   std::unordered_set<std::string_view> names;
   uint64_t expected_offset = 0;
   for (uint64_t i = 0; i < n_tensors; ++i) {
@@ -217,6 +223,8 @@ Status ReadTensors(Cursor& c, uint64_t n_tensors, uint64_t alignment, const std:
     if (__builtin_add_overflow(expected_offset, padded, &expected_offset)) {
       return Corrupt(path, "its tensors add up to more than 2^64 bytes");
     }
+    // Cannot overflow: offset + padded did not, and bytes <= padded.
+    end = {offset + static_cast<uint64_t>(bytes), std::string(name)};
     if (name == "cls.output.weight") s.has_classifier = true;
   }
   return Status::Ok();
@@ -331,11 +339,20 @@ Result<GgufSummary> ReadGgufUncached(const std::string& path) {
     }
   }
   GgufSummary s;
-  MMS_RETURN_IF_ERROR(ReadTensors(c, n_tensors, alignment, path, s));
-  // The data section starts at the next multiple of the alignment, inside the file.
+  DataEnd end;
+  MMS_RETURN_IF_ERROR(ReadTensors(c, n_tensors, alignment, path, s, end));
+  // The data section starts at the next multiple of the alignment, inside the file, and every
+  // tensor's bytes lie within the file (a download cut short passes every other check here,
+  // and llama.cpp refuses it only after the load began).
   const uint64_t table_end = 4 + c.offset();
-  if (n_tensors > 0 && (table_end + alignment - 1) / alignment * alignment > m.size) {
+  const uint64_t data_start = (table_end + alignment - 1) / alignment * alignment;
+  if (n_tensors > 0 && data_start > m.size) {
     return Corrupt(path, "it ends before its tensor data begins");
+  }
+  if (n_tensors > 0 && end.bytes > m.size - data_start) {
+    return Corrupt(path, "it is cut short: the tensor '" + Abbreviate(ToValidUtf8(end.tensor), 80) +
+                             "' ends at byte " + std::to_string(data_start + end.bytes) +
+                             " of a file of " + std::to_string(m.size) + " bytes");
   }
   if (auto it = kv.keys.find("general.architecture"); it != kv.keys.end()) {
     if (it->second.type != kString) return Corrupt(path, "general.architecture is not a string");

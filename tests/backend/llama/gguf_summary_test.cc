@@ -66,6 +66,23 @@ TEST(GgufSummaryTest, ImplausibleHyperparametersAndBrokenFilesAreRefused) {
   EXPECT_THAT(s.status().message(), HasSubstr("bad magic"));
 }
 
+// A file cut inside its tensor data (a download stopped early) passes llama.cpp's header reader
+// and fails only at load ("data is not within the file bounds"): refused here, naming the tensor.
+TEST(GgufSummaryTest, AFileCutInsideItsTensorDataIsRefused) {
+  testing::TempDir dir;
+  const std::string bytes = testing::ReadFile(testing::GeneratedModel("bert-tiny.gguf"));
+  ASSERT_TRUE(ReadGguf(dir.Write("whole.gguf", bytes).string()).ok());
+  for (const double share : {0.12, 0.55, 0.99}) {
+    const auto cut = static_cast<size_t>(static_cast<double>(bytes.size()) * share);
+    auto s = ReadGguf(dir.Write("cut.gguf", bytes.substr(0, cut)).string());
+    ASSERT_FALSE(s.ok()) << share;
+    EXPECT_THAT(s.status().message(), HasSubstr("it is cut short: the tensor '")) << share;
+    EXPECT_THAT(s.status().message(), HasSubstr("of a file of " + std::to_string(cut) + " bytes"));
+  }
+  // One byte short of the last tensor's end is enough.
+  EXPECT_FALSE(ReadGguf(dir.Write("short.gguf", bytes.substr(0, bytes.size() - 1)).string()).ok());
+}
+
 // The header is read in place, not by llama.cpp's reader: both must say the same of real models.
 TEST(GgufSummaryTest, AgreesWithLlamaCppsOwnReaderOnTheGeneratedModels) {
   for (const char* file : {"bert-tiny.gguf", "rerank-tiny.gguf", "llama-tiny.gguf"}) {

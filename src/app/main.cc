@@ -1,4 +1,4 @@
-// mmserve: a multi-model inference server. `mmserve serve|validate|doctor|version`.
+// mmserve: a multi-model inference server. `mmserve serve|validate|doctor|quantize|version`.
 // Exit codes (app/server_builder.h): 0 ok, 1 validate found errors, 2 invalid config, 3 device
 // locked, 4 memory plan does not fit, 5 a port cannot be bound, 6 a runtime failed.
 #include <signal.h>
@@ -11,6 +11,8 @@
 #include "app/remote.h"
 #include "app/server_builder.h"
 #include "backend/file_probe.h"
+#include "backend/llama/gguf_summary.h"
+#include "backend/llama/llama_quantize.h"
 #include "backend/process/worker_main.h"
 #include "build_info.h"  // generated: cmake/build_info.cmake
 #include "common/strings.h"
@@ -179,6 +181,46 @@ struct ProbeCommand {
   }
 };
 
+// `quantize IN OUT TYPE`: a GGUF file with smaller weights (backend/llama/llama_quantize.h),
+// the memory plan's advice for a model that does not fit. Exit 1 on any error.
+struct QuantizeCommand {
+  CLI::App* cmd = nullptr;
+  std::string in, out, type;
+  int threads = 0;
+
+  void Add(CLI::App& app) {
+    cmd = app.add_subcommand("quantize", "write a GGUF model with quantized weights "
+                                         "(llama.cpp's quantizer): e.g. IN.gguf OUT.gguf Q4_K_M");
+    cmd->add_option("in", in, "the GGUF file to read (F32, F16 or BF16 weights)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    cmd->add_option("out", out, "the GGUF file to write")->required();
+    cmd->add_option("type", type, mmserve::Join(mmserve::QuantizeTypes(), ", "))->required();
+    cmd->add_option("--threads", threads, "threads (default: every core)")
+        ->check(CLI::Range(0, 1024));
+  }
+  int Run() const {
+    mmserve::BuiltIns builtins;
+    mmserve::RuntimeGuard guard;
+    const mmserve::Status done = [&]() -> mmserve::Status {
+      MMS_ASSIGN_OR_RETURN(mmserve::Backend * llama, builtins.backends.Find("llama"));
+      MMS_ASSIGN_OR_RETURN(mmserve::RuntimeLease lease, guard.Acquire(llama->runtime(), 0));
+      return mmserve::QuantizeGguf(in, out, type, threads);
+    }();
+    if (!done.ok()) {
+      std::cerr << "quantize: " << done.message() << "\n";
+      return 1;
+    }
+    auto before = mmserve::ReadGguf(in);
+    auto after = mmserve::ReadGguf(out);
+    std::cout << "wrote " << out << " (" << type << "): weights "
+              << mmserve::FormatMib(before.ok() ? before->weights_bytes : 0) << " -> "
+              << mmserve::FormatMib(after.ok() ? after->weights_bytes : 0)
+              << "; point the model's path at it and run `mmserve validate` for the plan\n";
+    return 0;
+  }
+};
+
 void PrintVersion() {
   mmserve::BuiltIns builtins;
   std::cout << "mmserve " << MMSERVE_VERSION << " (commit " << MMSERVE_COMMIT << ")\n"
@@ -239,6 +281,8 @@ int main(int argc, char** argv) {
   worker.Add(app);
   ProbeCommand probe;
   probe.Add(app);
+  QuantizeCommand quantize;
+  quantize.Add(app);
 
   CLI11_PARSE(app, argc, argv);
   if (*serve_cmd && serve.config.empty() && serve.models.empty()) {
@@ -256,6 +300,7 @@ int main(int argc, char** argv) {
   if (*serve_cmd) return mmserve::Serve(serve);
   if (*validate_cmd) return mmserve::Validate(validate_config, !validate_no_plan);
   if (*doctor_cmd) return mmserve::Doctor(doctor_lock_dir);
+  if (*quantize.cmd) return quantize.Run();
   if (*version_cmd) PrintVersion();
   if (auto code = remote.Run()) return *code;
   return 0;

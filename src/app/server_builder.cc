@@ -156,8 +156,9 @@ int Preflight(const ServerConfig& config, const BackendRegistry& backends) {
   }
   for (const auto& p : plans) {
     if (!p.fits()) {
-      spdlog::error("refusing to start: the start-up models do not fit in device {}'s memory "
-                    "budget\n{}",
+      spdlog::error("refusing to start: {} in device {}'s memory budget\n{}",
+                    p.each_fits_alone() ? "the start-up models do not fit"
+                                        : "a model could never fit",
                     p.domain, FormatPlan(plans));
       return kExitMemoryPlan;
     }

@@ -52,7 +52,10 @@ std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegi
     return plans.back();
   };
   for (const auto& m : config.models) {
-    PlanEntry entry{.model = m.name, .version = m.version, .startup = m.load == LoadMode::kStartup};
+    PlanEntry entry{.model = m.name,
+                    .version = m.version,
+                    .startup = m.load == LoadMode::kStartup,
+                    .path = m.path};
     const DeviceMemory memory = MemoryOf(m, backends);
     auto backend = backends.Find(m.backend);
     if (!backend.ok()) {
@@ -77,15 +80,42 @@ std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegi
 
 namespace {
 
-// For a plan that does not fit: which start-up models to make on_demand (largest first) to
-// cover the excess, and what else shrinks an estimate.
+bool IsGguf(const std::string& path) {
+  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+}
+
+// What shrinks a model's own estimate: the one command that quantizes a GGUF file, and the
+// llama params the KV cache depends on.
+void AdviseShrinking(const PlanEntry& e, std::ostream& out) {
+  if (IsGguf(e.path)) {
+    const std::string stem = e.path.substr(0, e.path.size() - 5);
+    out << "    - quantize it (Q4_K_M is about a third of F16) and point its path at the "
+           "output:\n        mmserve quantize " << e.path << " " << stem << "-Q4_K_M.gguf Q4_K_M\n"
+        << "    - a smaller params.n_ctx or n_parallel (its KV cache is part of the estimate)\n";
+  } else {
+    out << "    - a smaller or quantized model file, or fewer thread_num instances\n";
+  }
+}
+
+// For a plan that does not fit: each model that could never load, with what shrinks it; then
+// which start-up models to make on_demand (largest first, only those that fit alone) to cover
+// the excess, and what else shrinks an estimate.
 void AdviseOn(const DevicePlan& p, int64_t limit, std::ostream& out) {
+  for (const auto& e : p.entries) {
+    if (p.fits_alone(e)) continue;
+    const auto need = static_cast<int64_t>(static_cast<double>(e.bytes) * p.factor);
+    out << "  model '" << e.model << "' v" << e.version << " alone needs " << FormatMib(e.bytes)
+        << " x " << p.factor << " = " << FormatMib(need) << ", more than the whole budget ("
+        << FormatMib(p.budget) << "): it could never load, on_demand or not. To fit:\n";
+    AdviseShrinking(e, out);
+  }
+  if (p.within_budget() && p.within_free()) return;
   const int64_t excess = p.required() - limit;
   out << "  to fit, remove " << FormatMib(excess) << " from the start-up total x "
       << p.factor << ", e.g.:\n";
   std::vector<const PlanEntry*> startup;
   for (const auto& e : p.entries) {
-    if (e.startup && e.bytes > 0) startup.push_back(&e);
+    if (e.startup && e.bytes > 0 && p.fits_alone(e)) startup.push_back(&e);
   }
   std::sort(startup.begin(), startup.end(),
             [](const PlanEntry* a, const PlanEntry* b) { return a->bytes > b->bytes; });
@@ -98,8 +128,8 @@ void AdviseOn(const DevicePlan& p, int64_t limit, std::ostream& out) {
     saved += by;
   }
   out << "    - a smaller params.n_ctx or n_parallel for llama models (the KV cache is part of "
-         "the estimate), fewer thread_num instances, or a quantized file (Q4_K_M is about a "
-         "third of F16)\n"
+         "the estimate), fewer thread_num instances, or a quantized file (`mmserve quantize "
+         "IN.gguf OUT.gguf Q4_K_M`: about a third of F16)\n"
       << "    - or a larger global.memory_pool / preflight.max_fill, if the device really has "
          "the room\n";
 }
@@ -149,6 +179,7 @@ std::string FormatPlan(const std::vector<DevicePlan>& plans) {
                   p.max_fill * 100, FormatMib(p.capacity).c_str());
     out << verdict;
     if (!p.within_free()) out << " and exceeds the " << FormatMib(p.device_free) << " free now";
+    if (!p.each_fits_alone()) out << ", but a model alone exceeds the budget";
     out << ": " << (p.fits() ? "fits" : "DOES NOT FIT") << "\n";
     if (!p.fits()) {
       AdviseOn(p, p.within_budget() ? p.device_free : p.budget, out);

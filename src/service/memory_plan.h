@@ -7,7 +7,8 @@
 //   budget   = capacity × preflight.max_fill (0.9)      — also the budget loads are held to
 //   required = Σ(estimates of the start-up models on the device) × preflight.factor (1.2)
 //   fits     = required ≤ budget, and required ≤ the device's free memory now (when known:
-//              another process may hold part of the capacity)
+//              another process may hold part of the capacity), and every model, on-demand ones
+//              too, fits alone: estimate × factor ≤ budget (else it could never load)
 #pragma once
 
 #include <string>
@@ -23,6 +24,7 @@ struct PlanEntry {
   int64_t version = 0;
   bool startup = true;  // on-demand models are listed, not counted
   int64_t bytes = 0;
+  std::string path;     // the model file (for the advice: `mmserve quantize` takes GGUF files)
   std::string source;   // where the estimate came from, or why there is none
   // The config asks what the model file cannot do (an estimate refused as InvalidArgument, e.g.
   // batch_tiers that are not an OM's gears): serve would fail to load it.
@@ -43,7 +45,17 @@ struct DevicePlan {
   int64_t required() const { return static_cast<int64_t>(static_cast<double>(startup_bytes) * factor); }
   bool within_budget() const { return required() <= budget; }
   bool within_free() const { return device_free <= 0 || required() <= device_free; }
-  bool fits() const { return within_budget() && within_free(); }
+  // Whether `e` could load with the device to itself.
+  bool fits_alone(const PlanEntry& e) const {
+    return static_cast<double>(e.bytes) * factor <= static_cast<double>(budget);
+  }
+  bool each_fits_alone() const {
+    for (const auto& e : entries) {
+      if (!fits_alone(e)) return false;
+    }
+    return true;
+  }
+  bool fits() const { return within_budget() && within_free() && each_fits_alone(); }
 };
 
 // The memory `model`'s device draws from (the host's RAM when its backend is not built in).

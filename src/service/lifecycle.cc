@@ -34,6 +34,14 @@ std::shared_ptr<LoadedModel> BeginUnloadLocked(ModelVersion& v, VersionState to)
 }
 
 // The scheduler's settings for a freshly loaded session of `m`.
+// Where a version's scheduler and worker supervisor report what happened to it: the event log.
+std::function<void(std::string, std::string)> EventSinkFor(const ModelVersion& version) {
+  return [events = version.events(), name = version.config().name,
+          v = version.config().version](std::string kind, std::string message) {
+    if (events) events->Record(std::move(kind), name, v, std::move(message));
+  };
+}
+
 ModelScheduler::Options SchedulerOptions(const ModelConfig& m, const Session& session,
                                          const ModelVersion& version, PriorityGate* gate) {
   // The model's own gears (compiled batch sizes) unless the config names tiers; without a
@@ -60,10 +68,7 @@ ModelScheduler::Options SchedulerOptions(const ModelConfig& m, const Session& se
           .nice = m.nice,
           .gate = gate,
           .execute_inline = m.execute_inline,
-          .on_event = [events = version.events(), name = m.name, v = m.version](
-                          std::string kind, std::string message) {
-            if (events) events->Record(std::move(kind), name, v, std::move(message));
-          },
+          .on_event = EventSinkFor(version),
           .warmup = m.warmup.value_or(session.default_warmup())};
 }
 
@@ -310,7 +315,8 @@ Status Lifecycle::FinishLoad(ModelVersion& version, Backend& backend,
     MutexLock lock(version.mu);
     version.progress = progress;
   }
-  auto session = InWorker(m.isolation) ? LoadIsolated(m) : backend.Load(m, progress.get());
+  auto session = InWorker(m.isolation) ? LoadIsolated(m, EventSinkFor(version))
+                                       : backend.Load(m, progress.get());
   {
     MutexLock lock(version.mu);
     version.progress.reset();

@@ -233,6 +233,26 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
   EXPECT_THAT(metrics, HasSubstr("mmserve_worker_restarts_total{model=\"iso\",version=\"1\"} 10"));
   EXPECT_THAT(metrics, HasSubstr("mmserve_worker_last_exit_timestamp_seconds{model=\"iso\","
                                  "version=\"1\",reason=\"SIGSEGV\"} "));
+  // Every exit and every restart is an event: why, the delay before the next start, and how
+  // long the model was without a worker.
+  const auto events = [&](const std::string& kind) {
+    std::vector<std::string> out;
+    auto list = json::parse(client.Get("/v2/events").body, nullptr, false);
+    for (const auto& e : list["events"]) {
+      if (e.value("model", "") == "iso" && e["kind"] == kind) out.push_back(e["message"]);
+    }
+    return out;
+  };
+  auto exited = events("worker_exited");
+  ASSERT_EQ(exited.size(), 10u);
+  EXPECT_THAT(exited[0], HasSubstr("model worker for 'iso' exited: SIGSEGV; restarting at once "
+                                   "(exit 1 within a minute; the 11th stops the restarts)"));
+  EXPECT_THAT(exited[9], HasSubstr("exited: SIGSEGV; restarting in "));
+  auto restarted = events("worker_restarted");
+  ASSERT_EQ(restarted.size(), 10u);
+  EXPECT_THAT(restarted[0], ::testing::ContainsRegex("^pid [0-9]+, serving [0-9]+ ms after the "
+                                                     "exit \\(back-off 0 ms, start and load "
+                                                     "[0-9]+ ms\\)$"));
 
   // The eleventh exit within a minute: no more restarts. The model says so in the index and in
   // every answer, and the others serve on.
@@ -249,6 +269,10 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
   const std::string index = client.Post("/v2/repository/index", "{}").body;
   EXPECT_THAT(index, HasSubstr("\"state\":\"FAILED\""));
   EXPECT_THAT(index, HasSubstr("11 exits within a minute: no more restarts"));
+  exited = events("worker_exited");
+  ASSERT_EQ(exited.size(), 11u);
+  EXPECT_THAT(exited.back(), HasSubstr("exited: SIGSEGV; 11 exits within a minute: no more restarts"));
+  EXPECT_EQ(events("worker_restarted").size(), 10u);
   EXPECT_EQ(client.Post("/v2/models/local/infer", TextBody("x")).status, 200);
   // Unloaded and loaded again, it starts afresh.
   EXPECT_EQ(client.Post("/v2/repository/models/iso/unload", "").status, 200);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/process/process_session.h"
 #include "backend/process/shared_region.h"
 #include "backend/process/worker_spec.h"
 #include "backend/process/worker_wire.h"
@@ -73,8 +74,11 @@ class Channel {
 
 class ProcessSession final : public Session {
  public:
-  explicit ProcessSession(const ModelConfig& model)
-      : model_(model), spec_(EncodeWorkerSpec(model)), stop_(::eventfd(0, EFD_CLOEXEC)) {}
+  ProcessSession(const ModelConfig& model, WorkerEventSink on_event)
+      : model_(model),
+        spec_(EncodeWorkerSpec(model)),
+        stop_(::eventfd(0, EFD_CLOEXEC)),
+        on_event_(on_event ? std::move(on_event) : [](std::string, std::string) {}) {}
   ~ProcessSession() override;
   // Starts the supervisor and waits for the first worker's load.
   Status Start();
@@ -173,6 +177,7 @@ class ProcessSession final : public Session {
   const ModelConfig model_;
   const std::string spec_;
   const Fd stop_;  // readable once the session is being destroyed
+  const WorkerEventSink on_event_;
   WorkerFacts facts_;  // the first worker's; set before any instance exists
   std::thread supervisor_;
   mutable Mutex query_mu_;  // one tokenizer query at a time on the control socket

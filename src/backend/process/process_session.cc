@@ -50,6 +50,11 @@ std::string LogLevelName() {
   return name == "warning" ? "warn" : std::string(name.data(), name.size());
 }
 
+// "812 ms".
+std::string Millis(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
 // "SIGSEGV", "exit code 3".
 std::string DescribeExit(int status) {
   if (WIFSIGNALED(status)) return SignalName(WTERMSIG(status));
@@ -325,7 +330,9 @@ void ProcessSession::Watch(Worker& worker) {
 
 void ProcessSession::Supervise() {
   std::deque<Clock::time_point> exits;
+  Clock::time_point exited_at, spawned_at;  // of the last exit, and of the start after it
   for (bool first = true;; first = false) {
+    spawned_at = Clock::now();
     auto worker = Spawn();
     if (!worker.ok() && first) {
       MutexLock lock(mu_);
@@ -339,7 +346,15 @@ void ProcessSession::Supervise() {
         current_ = *worker;
         cv_.notify_all();
       }
-      if (!first) spdlog::info("model {}: worker restarted (pid {})", model_.name, (*worker)->pid);
+      if (!first) {
+        const auto ready = Clock::now();
+        const std::string message =
+            "pid " + std::to_string((*worker)->pid) + ", serving " + Millis(ready - exited_at) +
+            " after the exit (back-off " + Millis(spawned_at - exited_at) + ", start and load " +
+            Millis(ready - spawned_at) + ")";
+        spdlog::info("model {}: worker restarted: {}", model_.name, message);
+        on_event_("worker_restarted", message);
+      }
       if (const int64_t shed = shed_.load(); shed > 0) (void)Ask({.shed_bytes = shed});
       Watch(**worker);
       if (WaitReadable(stop_.get(), 0ms)) return;
@@ -348,9 +363,9 @@ void ProcessSession::Supervise() {
         worker.ok() ? (*worker)->exit_reason : std::string(worker.status().message());
     const std::string why = worker.ok() ? ExitMessage(reason) : reason;
     spdlog::error("model {}: {}", model_.name, why);
-    const auto now = Clock::now();
-    exits.push_back(now);
-    while (!exits.empty() && now - exits.front() > kRestartWindow) exits.pop_front();
+    exited_at = Clock::now();
+    exits.push_back(exited_at);
+    while (!exits.empty() && exited_at - exits.front() > kRestartWindow) exits.pop_front();
     {
       MutexLock lock(mu_);
       NoteExit(reason, why);
@@ -359,20 +374,32 @@ void ProcessSession::Supervise() {
                               " exits within a minute: no more restarts");
         spdlog::error("model {}: {}", model_.name, failed_.message());
         cv_.notify_all();
-        return;
+      } else {
+        ++restarts_;
       }
-      ++restarts_;
+    }
+    if (exits.size() > static_cast<size_t>(kMaxRestarts)) {
+      on_event_("worker_exited", why + "; " + std::to_string(exits.size()) +
+                                     " exits within a minute: no more restarts");
+      return;
     }
     const int slow = static_cast<int>(exits.size()) - kQuickRestarts;
     const auto backoff = slow <= 0 ? 0ms
                                    : std::min<std::chrono::milliseconds>(
                                          100ms * (int64_t{1} << std::min(slow - 1, 10)), kMaxBackoff);
+    on_event_("worker_exited", why + "; restarting " +
+                                   (backoff.count() == 0 ? std::string("at once")
+                                                         : "in " + Millis(backoff)) +
+                                   " (exit " + std::to_string(exits.size()) +
+                                   " within a minute; the " + std::to_string(kMaxRestarts + 1) +
+                                   "th stops the restarts)");
     if (WaitReadable(stop_.get(), backoff)) return;
   }
 }
 
-Result<std::unique_ptr<Session>> LoadIsolated(const ModelConfig& model) {
-  auto session = std::make_unique<ProcessSession>(model);
+Result<std::unique_ptr<Session>> LoadIsolated(const ModelConfig& model,
+                                              WorkerEventSink on_event) {
+  auto session = std::make_unique<ProcessSession>(model, std::move(on_event));
   MMS_RETURN_IF_ERROR(session->Start());
   return std::unique_ptr<Session>(std::move(session));
 }

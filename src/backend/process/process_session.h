@@ -24,6 +24,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,9 +35,17 @@
 
 namespace mmserve {
 
+// What the supervisor reports beyond a request's answer, for the server's event log: kind
+// "worker_exited" (why — a signal or an exit code — and the delay before the next start, or
+// that restarts stopped) and "worker_restarted" (the new pid and how long the model was without
+// a worker, split into the back-off and the new worker's start and load). Called on the
+// supervisor thread, with no lock of the session held.
+using WorkerEventSink = std::function<void(std::string kind, std::string message)>;
+
 // Starts `model`'s worker and loads the model there; the load's error when it fails (the worker
 // has exited by then).
-Result<std::unique_ptr<Session>> LoadIsolated(const ModelConfig& model);
+Result<std::unique_ptr<Session>> LoadIsolated(const ModelConfig& model,
+                                              WorkerEventSink on_event = {});
 
 // A worker process of a running server, found through /proc by its command line.
 struct WorkerProcess {

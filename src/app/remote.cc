@@ -127,6 +127,27 @@ std::string Text(const json& j, const char* key) {
   return Printable(v.is_string() ? v.get<std::string>() : DumpJson(v), 64);
 }
 
+// Every restart of a model's workers: watchdog restarts of its instances (workers[].restarts)
+// and restarts of its isolated worker process after any exit (counters.worker_restarts).
+int64_t Restarts(const json& mms) {
+  int64_t n = 0;
+  const auto add = [&](const json& v) {
+    if (v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() < (int64_t{1} << 40)) {
+      n += v.get<int64_t>();
+    }
+  };
+  if (mms.contains("workers") && mms["workers"].is_array()) {
+    for (const json& w : mms["workers"]) {
+      if (w.is_object() && w.contains("restarts")) add(w["restarts"]);
+    }
+  }
+  if (mms.contains("counters") && mms["counters"].is_object() &&
+      mms["counters"].contains("worker_restarts")) {
+    add(mms["counters"]["worker_restarts"]);
+  }
+  return n;
+}
+
 }  // namespace
 
 int Ps(const RemoteOptions& options) {
@@ -145,7 +166,8 @@ int Ps(const RemoteOptions& options) {
     return 1;
   }
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "VERSION", "STATE", "TASK", "DEVICE", "MEMORY (MiB)", "IN FLIGHT", "UNLOADS IN"}};
+      {"NAME", "VERSION", "STATE", "TASK", "DEVICE", "MEMORY (MiB)", "IN FLIGHT", "RESTARTS",
+       "UNLOADS IN"}};
   for (const json& m : stats["model_stats"]) {
     if (!m.is_object() || !m.contains("mmserve")) continue;
     const json& mms = m["mmserve"];
@@ -156,7 +178,7 @@ int Ps(const RemoteOptions& options) {
     }
     rows.push_back({Text(m, "name"), Text(m, "version"), Text(mms, "state"), Text(mms, "task"),
                     Text(mms, "device"), resident > 0 ? Mib(resident) : "-",
-                    Text(mms, "in_flight"),
+                    Text(mms, "in_flight"), std::to_string(Restarts(mms)),
                     ExpiresIn(mms.contains("keep_alive") ? mms["keep_alive"] : json())});
   }
   std::vector<size_t> width(rows[0].size(), 0);

@@ -57,11 +57,11 @@ TEST_F(RemoteCliTest, PsListsEveryModelWithStateMemoryAndKeepAlive) {
   auto [code, out] = Cli({"ps"});
   ASSERT_EQ(code, 0) << out;
   EXPECT_THAT(out, ContainsRegex("NAME +VERSION +STATE +TASK +DEVICE +MEMORY \\(MiB\\) +IN FLIGHT "
-                                 "+UNLOADS IN"));
+                                 "+RESTARTS +UNLOADS IN"));
   // Loaded with 3 MiB, unloads after 10 minutes of idleness: "9m 59s" or "10m 0s".
-  EXPECT_THAT(out, ContainsRegex("echo +1 +READY +identity +0 +3\\.0 +0 +(9m 5[0-9]s|10m 0s)"));
+  EXPECT_THAT(out, ContainsRegex("echo +1 +READY +identity +0 +3\\.0 +0 +0 +(9m 5[0-9]s|10m 0s)"));
   EXPECT_THAT(out, ContainsRegex("forever +1 +READY .* never"));
-  EXPECT_THAT(out, ContainsRegex("lazy +1 +UNLOADED +identity +0 +- +0 +never"));
+  EXPECT_THAT(out, ContainsRegex("lazy +1 +UNLOADED +identity +0 +- +0 +0 +never"));
 }
 
 TEST_F(RemoteCliTest, UnloadAndLoadGoThroughTheRepositoryApiWithTheAdminKey) {

@@ -209,7 +209,9 @@ function drawModel(s, now) {
     return opened ? [span, el('span', 'muted', ' (opened ' + opened + '×)')] : [span];
   });
   const workers = m.workers || [];
-  const restarts = workers.reduce((a, w) => a + (w.restarts || 0), 0);
+  // Watchdog restarts of its instances, and restarts of its isolated worker after any exit.
+  const restarts = workers.reduce((a, w) => a + (w.restarts || 0), 0) +
+    ((m.counters && m.counters.worker_restarts) || 0);
   const workerText = m.execution === 'inline' ? 'inline' :
     workers.length ? workers.length + (restarts ? ' (' + restarts + ' restarts)' : '') : '–';
   setCell(row, 'workers', workerText, () => workerText);

@@ -331,7 +331,9 @@ Status Lifecycle::FinishLoad(ModelVersion& version, Backend& backend,
       *loaded->session);
   MMS_RETURN_IF_ERROR(scheduler.status());
   loaded->scheduler = std::move(*scheduler);
-  const int64_t measured = HeapBytesInUse() - heap_before;
+  // An isolated model's worker holds what it loaded: measured there, not in this heap.
+  const int64_t measured = InWorker(m.isolation) ? loaded->session->resident_bytes()
+                                                 : HeapBytesInUse() - heap_before;
 
   const auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -345,6 +347,7 @@ Status Lifecycle::FinishLoad(ModelVersion& version, Backend& backend,
     ++version.loads;
     version.estimate = estimate;
     version.measured_bytes = measured;
+    version.shed_bytes = 0;
     version.last_load_time = Clock::now() - start;
     version.signature = loaded->session->signature();
     version.loaded = std::move(loaded);

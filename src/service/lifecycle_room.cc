@@ -136,6 +136,10 @@ int64_t Lifecycle::ShedCaches(const ModelVersion& loading, int64_t needed) {
     const int64_t given = loaded->session->ShedCache(needed - shed);  // no lock: a round trip
     if (given <= 0) continue;
     shed += given;
+    {
+      MutexLock lock(e->mu);
+      if (e->loaded == loaded) e->shed_bytes += given;  // not a later load's
+    }
     const std::string message = "gave " + FormatWholeMib(given) + " of its cache's room to " +
                                 loading.VersionName() + " (the cache stays smaller until it loads "
                                 "again)";

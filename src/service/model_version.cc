@@ -1,5 +1,7 @@
 #include "service/model_version.h"
 
+#include <algorithm>
+
 #include <cassert>
 #include <cmath>
 
@@ -131,6 +133,7 @@ void ModelVersion::TransitionLocked(VersionState to, std::string why, std::strin
 int64_t ModelVersion::FootprintLocked() const {
   if (!loaded) return 0;
   const int64_t resident = loaded->session->resident_bytes();
+  if (InWorker(config_.isolation)) return std::max(resident, estimate.bytes - shed_bytes);
   if (resident > 0) return resident;
   return measured_bytes > 0 ? measured_bytes : estimate.bytes;
 }
@@ -165,7 +168,7 @@ ModelInfo ModelVersion::Snapshot() const {
   }
   if (loaded) {
     info.signature = loaded->session->signature();
-    info.resident_bytes = loaded->session->resident_bytes();
+    info.resident_bytes = FootprintLocked();
     info.counters = loaded->session->counters();
     info.notes = loaded->session->notes();
     info.histograms = loaded->session->histograms();

@@ -125,7 +125,9 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   ModelInfo Snapshot() const;  // takes mu
 
   // What the model holds now: the backend's own figure, else the heap's growth over its load,
-  // else the estimate. REQUIRES: mu held.
+  // else the estimate. An isolated model is charged at least its estimate (less the cache room
+  // it gave back): what its worker holds is measured from outside, at most once a second, and
+  // pages it shares with the server (the model file's) are not its own. REQUIRES: mu held.
   int64_t FootprintLocked() const REQUIRES(mu);
   // Its request rate, decayed over kRateWindow (what an eviction would cost it): counts one
   // request at `now`, or reads the rate at `now`. REQUIRES: mu held.
@@ -140,6 +142,7 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   VersionState unloading_to GUARDED_BY(mu) = VersionState::kUnloaded;
   MemoryEstimate estimate GUARDED_BY(mu);
   int64_t measured_bytes GUARDED_BY(mu) = 0;
+  int64_t shed_bytes GUARDED_BY(mu) = 0;  // cache room given back since its last load
   std::shared_ptr<LoadedModel> loaded GUARDED_BY(mu);  // set exactly while kReady
   ModelSignature signature GUARDED_BY(mu);             // kept from its last load
   // Requests waiting for a load: in kLoadingOnDemand, kUnloading to kOnDemand, or draining.

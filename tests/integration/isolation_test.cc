@@ -404,6 +404,34 @@ TEST(IsolationTest, IsolatedAnswersEqualInProcessAnswersBitForBit) {
   EXPECT_THAT(stats, HasSubstr("\"worker_pid\":"));
 }
 
+// The budget charges an isolated model what its worker holds, from the load on: at least its
+// estimate (the worker's own memory is measured from outside, and the model file's pages it
+// shares are not its own), and the load's measure is the worker's memory, not the server
+// heap's growth (0 for a model loaded elsewhere).
+TEST(IsolationTest, AnIsolatedModelIsChargedWhatItsWorkerHoldsFromItsLoadOn) {
+  const std::string llm = testing::GeneratedModel("llama-tiny.gguf");
+  Server server("models:\n  - {name: local, path: " + llm + ", task: generate}\n" +
+                "  - {name: iso, path: " + llm + ", task: generate, isolation: process}\n");
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  HttpClient client(server.process().port());
+  const auto memory = [&](const std::string& model) {
+    auto stats = json::parse(client.Get("/v2/models/" + model + "/stats").body, nullptr, false);
+    return stats["model_stats"][0]["mmserve"]["memory"];
+  };
+  const json iso = memory("iso"), local = memory("local");
+  EXPECT_GE(iso["resident_bytes"].get<int64_t>(), iso["estimate_bytes"].get<int64_t>());
+  EXPECT_GT(iso["measured_bytes"].get<int64_t>(), int64_t{8} << 20) << iso.dump();
+  EXPECT_GT(local["measured_bytes"].get<int64_t>(), int64_t{8} << 20) << local.dump();
+  // /v2/devices charges the same figure.
+  auto devices = json::parse(client.Get("/v2/devices").body, nullptr, false);
+  int64_t charged = 0;
+  for (const auto& h : devices["devices"][0]["holders"]) {
+    if (h["model"] == "iso v1") charged = h["bytes"].get<int64_t>();
+  }
+  EXPECT_GE(charged, iso["estimate_bytes"].get<int64_t>()) << devices.dump();
+  EXPECT_THAT(server.process().Log(), Not(HasSubstr("measured 0.0 MiB")));
+}
+
 // An isolated worker parks and frees its idle context itself (the server's scheduler sees only
 // the proxy), and its next context answers byte for byte as the first did. The worker's
 // counters reach the server with its next results: each round asks again after an idle pause.

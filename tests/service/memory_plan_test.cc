@@ -11,6 +11,7 @@ namespace mmserve {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class MemoryPlanTest : public ::testing::Test {
  protected:
@@ -30,7 +31,7 @@ TEST_F(MemoryPlanTest, StartupEstimatesTimesTheFactorMustFitUnderTheFilledBudget
 models:
   - {name: a, backend: identity, params: {memory_mb: 40}}
   - {name: b, backend: identity, params: {memory_mb: 30}}
-  - {name: c, backend: identity, load: on_demand, params: {memory_mb: 500}}
+  - {name: c, backend: identity, load: on_demand, params: {memory_mb: 70}}
 )");
   ASSERT_EQ(plans.size(), 1u);
   const DevicePlan& p = plans[0];
@@ -52,6 +53,23 @@ models:
   EXPECT_THAT(table, HasSubstr("on_demand"));
   EXPECT_THAT(table, HasSubstr("start-up total 70.0 MiB x 1.20 = 84.0 MiB within the budget "
                                "(90.0 MiB, 90% of 100.0 MiB): fits"));
+}
+
+TEST_F(MemoryPlanTest, AnOnDemandModelLargerThanTheBudgetDoesNotFit) {
+  auto plans = Plan(R"(global: {memory_pool: 100}
+models:
+  - {name: a, backend: identity, params: {memory_mb: 40}}
+  - {name: c, backend: identity, load: on_demand, params: {memory_mb: 80}}
+)");
+  ASSERT_EQ(plans.size(), 1u);
+  const DevicePlan& p = plans[0];
+  EXPECT_TRUE(p.within_budget());  // the start-up total: 48 MiB
+  EXPECT_FALSE(p.fits_alone(p.entries[1]));  // 80 x 1.2 = 96 MiB > 90 MiB
+  EXPECT_FALSE(p.fits());
+  const std::string table = FormatPlan(plans);
+  EXPECT_THAT(table, HasSubstr("but a model alone exceeds the budget: DOES NOT FIT"));
+  EXPECT_THAT(table, HasSubstr("model 'c' v1 alone needs 80.0 MiB x 1.2 = 96.0 MiB"));
+  EXPECT_THAT(table, Not(HasSubstr("to fit, remove")));
 }
 
 TEST_F(MemoryPlanTest, TooMuchDoesNotFitAndTheFactorsAreConfigurable) {

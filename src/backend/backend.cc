@@ -12,6 +12,12 @@ std::string_view StageName(Stage stage) {
   return "unknown";
 }
 
+bool IsGaugeCounter(std::string_view key) {
+  return key == "worker_pid" || key == "worker_last_exit_unix_ms" || key == "device_bytes" ||
+         key == "prompt_cache_entries" || key == "prompt_cache_bytes" ||
+         key == "prompt_cache_limit_bytes";
+}
+
 std::unique_ptr<InferRequest> Session::WarmupRequest(int rows) const {
   auto request = std::make_unique<InferRequest>();
   for (const TensorSpec& spec : signature().inputs) {

@@ -182,7 +182,8 @@ class Session {
   // The batch sizes the model was compiled for (Ascend dynamic-batch gears), ascending; empty
   // when any size up to max_batch runs as is. Any thread.
   virtual std::vector<int> batch_tiers() const { return {}; }
-  // Engine counters for stats and tests (e.g. decodes, sequences). Any thread.
+  // Engine counters for stats and tests (e.g. decodes, sequences): counts since the session
+  // was made, except the gauges IsGaugeCounter() names (a value now). Any thread.
   virtual std::map<std::string, int64_t> counters() const { return {}; }
   // What the session says of itself in words, for stats (an isolated model's last worker exit).
   // Any thread.
@@ -228,6 +229,11 @@ class Session {
   // is loaded again). Any thread.
   virtual Status health() const { return Status::Ok(); }
 };
+
+// Whether Session::counters() key `key` is a gauge (a value now: bytes held, a pid, a time)
+// rather than a count since the session was made. A model version's counts are carried across
+// its loads; its gauges are not.
+bool IsGaugeCounter(std::string_view key);
 
 class Backend {
  public:

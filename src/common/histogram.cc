@@ -48,6 +48,12 @@ Histogram Histogram::Since(const Histogram& earlier) const {
   return out;
 }
 
+void Histogram::Add(const Histogram& other) {
+  for (size_t i = 0; i < counts.size(); ++i) counts[i] += other.counts[i];
+  count += other.count;
+  sum_ns += other.sum_ns;
+}
+
 void AtomicHistogram::Record(int64_t ns) {
   ns = std::max<int64_t>(ns, 0);
   counts_[BucketOf(ns)].fetch_add(1, std::memory_order_relaxed);

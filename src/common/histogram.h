@@ -32,6 +32,8 @@ struct Histogram {
   double Quantile(double q) const;
   // This histogram less an earlier snapshot of the same one (the observations in between).
   Histogram Since(const Histogram& earlier) const;
+  // Adds another's observations to this one (a model version's loads, summed).
+  void Add(const Histogram& other);
 };
 
 // The same for recording from many threads at once without a lock.

@@ -18,7 +18,6 @@ using namespace std::chrono_literals;
 // The watchdog wakes at the next deadline or report due, and at least this often.
 constexpr auto kWatchCap = 100ms;
 
-
 int64_t Millis(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
@@ -174,6 +173,7 @@ ModelScheduler::~ModelScheduler() {
     Finish(p->ledger, std::move(p->done), Unavailable("model '" + options_.model + "' was unloaded"));
   }
   if (options_.gate) options_.gate->RemoveModel(options_.default_priority);
+  if (options_.on_retired) options_.on_retired(stats());
 }
 
 Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {

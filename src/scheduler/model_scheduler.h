@@ -101,6 +101,11 @@ struct SchedulerStats {
   std::vector<WorkerInfo> workers;
 };
 
+// Adds `more`'s counts (requests, durations, batches, latency histograms, breaker openings,
+// watchdog reports, yields) to `into`; the gauges (queued, executing, breaker state, workers)
+// stay `into`'s.
+void AddCounts(SchedulerStats& into, const SchedulerStats& more);
+
 class ModelScheduler {
  public:
   struct Options {
@@ -134,6 +139,9 @@ class ModelScheduler {
     // Hears what the status page lists as events: "breaker_open" / "breaker_half_open" /
     // "breaker_closed" and "worker_restarted", with what happened. Any thread; may be empty.
     std::function<void(std::string kind, std::string message)> on_event;
+    // Called once, at the end of the destructor (every worker joined, every request
+    // answered), with the final statistics: what a version carries across its loads.
+    std::function<void(const SchedulerStats& final_stats)> on_retired;
     // Warm-up: each instance runs this many executions at every batch tier (or at 1 when any
     // size runs) before Create() returns; a failure fails the load.
     int warmup = 0;

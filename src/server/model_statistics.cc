@@ -5,8 +5,9 @@ namespace mmserve {
 ModelStatistics StatisticsOf(const ModelInfo& info) {
   ModelStatistics out{.name = info.config.name,
                       .version = std::to_string(info.config.version),
-                      .resident_bytes =
-                          info.resident_bytes > 0 ? info.resident_bytes : info.measured_bytes};
+                      .resident_bytes = info.resident_bytes > 0 ? info.resident_bytes
+                                        : info.state == ModelState::kReady ? info.measured_bytes
+                                                                           : 0};
   if (!info.stats) return out;
   const SchedulerStats& st = *info.stats;
   const int64_t executed = st.success + st.failure;

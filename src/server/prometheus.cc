@@ -126,25 +126,25 @@ void TritonFamilies(Writer& w, const Derived& derived) {
       return static_cast<double>(s.*field);
     };
   };
-  w.Family("nv_inference_request_success", "untyped",
-           "Successful inference requests (a counter)", [&derived](M m) -> std::optional<double> {
+  w.Family("nv_inference_request_success", "counter",
+           "Successful inference requests", [&derived](M m) -> std::optional<double> {
              const ModelStatistics& s = derived.at(&m);
              if (!s.loaded) return std::nullopt;
              return static_cast<double>(s.success.count);
            });
-  w.Labelled("nv_inference_request_failure", "untyped",
-             "Failed inference requests by reason (a counter)", "reason",
+  w.Labelled("nv_inference_request_failure", "counter",
+             "Failed inference requests by reason", "reason",
              {{"REJECTED", stat(&ModelStatistics::rejected)},
               {"CANCELED", stat(&ModelStatistics::cancelled)},
               {"BACKEND", stat(&ModelStatistics::backend_failures)},
               {"OTHER", stat(&ModelStatistics::expired)}});
-  w.Family("nv_inference_count", "untyped",
-           "Inferences performed; a batch of n counts n (a counter)",
+  w.Family("nv_inference_count", "counter",
+           "Inferences performed; a batch of n counts n",
            stat(&ModelStatistics::inference_count));
-  w.Family("nv_inference_exec_count", "untyped", "Batch executions (a counter)",
+  w.Family("nv_inference_exec_count", "counter", "Batch executions",
            stat(&ModelStatistics::execution_count));
-  w.Family("nv_inference_pending_request_count", "untyped",
-           "Requests queued, not yet executing (a gauge)", stat(&ModelStatistics::queued));
+  w.Family("nv_inference_pending_request_count", "gauge",
+           "Requests queued, not yet executing", stat(&ModelStatistics::queued));
   w.Family("nv_model_load_duration_secs", "gauge", "How long the last load of the model took",
            [](M m) -> std::optional<double> {
              if (m.loads == 0 || m.last_load_time.count() == 0) return std::nullopt;

@@ -1,7 +1,9 @@
 // The Prometheus text exposition (format 0.0.4) of every model version's statistics, for
 // GET /metrics. Triton's names where Triton has the metric (labels model, version), mmserve_*
-// for the rest. Triton's counters lack the "_total" suffix the exposition format asks counters
-// to have, so they are typed `untyped` (rate() works the same); mmserve's own are typed.
+// for the rest. Every family is typed, Triton's too (as Triton types them: counters without
+// the "_total" suffix, which Prometheus reads as counters all the same). A version's counters
+// and histograms count from the server's start: they carry across its loads and unloads, and
+// an unloaded version keeps its series.
 // Triton's *_duration_us counters would fail the format's lint (abbreviated units): the same
 // durations are mmserve_inference_{request,queue,compute}_duration_seconds_total.
 #pragma once

@@ -43,7 +43,7 @@ std::function<void(std::string, std::string)> EventSinkFor(const ModelVersion& v
 }
 
 ModelScheduler::Options SchedulerOptions(const ModelConfig& m, const Session& session,
-                                         const ModelVersion& version, PriorityGate* gate) {
+                                         ModelVersion& version, PriorityGate* gate) {
   // The model's own gears (compiled batch sizes) unless the config names tiers; without a
   // max_batch in the file, batches grow to the largest gear.
   std::vector<int> tiers = m.batch_tiers.empty() ? session.batch_tiers() : m.batch_tiers;
@@ -69,6 +69,12 @@ ModelScheduler::Options SchedulerOptions(const ModelConfig& m, const Session& se
           .gate = gate,
           .execute_inline = m.execute_inline,
           .on_event = EventSinkFor(version),
+          // The scheduler goes before the session (LoadedModel): the session is still there.
+          .on_retired = [weak = version.weak_from_this(), &session](const SchedulerStats& final) {
+            if (auto v = weak.lock()) {
+              v->CarryRetired(final, session.counters(), session.histograms());
+            }
+          },
           .warmup = m.warmup.value_or(session.default_warmup())};
 }
 

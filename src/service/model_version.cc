@@ -184,7 +184,26 @@ ModelInfo ModelVersion::Snapshot() const {
                     ": " + info.stats->breaker_reason;
     }
   }
+  MutexLock carried_lock(carried_mu_);
+  if (carried_) {
+    if (!info.stats) info.stats = SchedulerStats{};
+    AddCounts(*info.stats, carried_->stats);
+    for (const auto& [key, value] : carried_->counters) info.counters[key] += value;
+    for (const auto& [key, h] : carried_->histograms) info.histograms[key].Add(h);
+  }
   return info;
+}
+
+void ModelVersion::CarryRetired(const SchedulerStats& stats,
+                                const std::map<std::string, int64_t>& counters,
+                                const std::map<std::string, Histogram>& histograms) {
+  MutexLock lock(carried_mu_);
+  if (!carried_) carried_.emplace();
+  AddCounts(carried_->stats, stats);
+  for (const auto& [key, value] : counters) {
+    if (!IsGaugeCounter(key)) carried_->counters[key] += value;
+  }
+  for (const auto& [key, h] : histograms) carried_->histograms[key].Add(h);
 }
 
 }  // namespace mmserve

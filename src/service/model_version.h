@@ -78,7 +78,7 @@ struct ModelInfo {
   std::map<std::string, std::string> notes;  // ... and what it says in words
   std::map<std::string, Histogram> histograms;  // ... and its latency distributions
   int64_t context_length = 0;               // tokens per sequence (llama), while loaded
-  std::optional<SchedulerStats> stats;      // while loaded
+  std::optional<SchedulerStats> stats;      // once it has loaded: every load's counts
   int64_t loads = 0;                        // loads started so far
   int64_t evictions = 0;                    // unloads to make room for another model
   std::chrono::nanoseconds last_load_time{0};  // how long the last successful load took
@@ -122,7 +122,14 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   // Where its events go (null: nowhere); its scheduler's events (breaker, workers) go there too.
   const std::shared_ptr<EventLog>& events() const { return events_; }
 
-  ModelInfo Snapshot() const;  // takes mu
+  // Takes mu, then carried_mu_: while loaded, its counts so far plus what earlier loads
+  // carried; unloaded, the carried counts alone (a version's counters never go backwards).
+  ModelInfo Snapshot() const;
+  // Folds a retired load's final counts into what the version carries: its scheduler's
+  // statistics and its session's counters (not the gauges) and histograms. Called by the
+  // scheduler's on_retired; takes carried_mu_ only.
+  void CarryRetired(const SchedulerStats& stats, const std::map<std::string, int64_t>& counters,
+                    const std::map<std::string, Histogram>& histograms);
 
   // What the model holds now: the backend's own figure, else the heap's growth over its load,
   // else the estimate. An isolated model is charged at least its estimate (less the cache room
@@ -167,6 +174,13 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   std::optional<Event> last_event GUARDED_BY(mu);
 
  private:
+  struct Carried {
+    SchedulerStats stats;
+    std::map<std::string, int64_t> counters;
+    std::map<std::string, Histogram> histograms;
+  };
+  mutable Mutex carried_mu_;  // after mu, never before
+  std::optional<Carried> carried_ GUARDED_BY(carried_mu_);
   double rate_ GUARDED_BY(mu) = 0;  // requests per second at rate_at_
   Clock::time_point rate_at_ GUARDED_BY(mu);
 

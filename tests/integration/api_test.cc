@@ -292,6 +292,9 @@ TEST_F(ApiTest, ErrorsUseTheOpenAiShapeAndNameTheField) {
   e = error({{"model", "embedder"}, {"messages", hi}});
   EXPECT_EQ(e["status"], 400);
   EXPECT_THAT(e["error"]["message"].get<std::string>(), HasSubstr("serves task embed"));
+  EXPECT_THAT(e["error"]["message"].get<std::string>(), HasSubstr("needs a generate model"));
+  e = error({{"model", "llm"}, {"input", "hi"}}, "/v1/embeddings");
+  EXPECT_THAT(e["error"]["message"].get<std::string>(), HasSubstr("needs an embed model"));
   e = error({{"model", "llm"}});
   EXPECT_EQ(e["error"]["param"], "messages");
   e = error({{"model", "llm"}, {"messages", {{{"role", "robot"}, {"content", "x"}}}}});
@@ -403,7 +406,19 @@ TEST_F(ApiTest, ModelsConfigAndMetricsAfterTraffic) {
                             "mmserve_tokens_generated_total\\{model=\"llm\",version=\"1\"\\} [1-9]"));
   const auto file = server_->dir().Write("metrics.txt", res.body);
   auto [rc, out] = RunShell("promtool check metrics < " + file.string() + " 2>&1");
-  EXPECT_EQ(rc, 0) << out;
+  // Triton's families are typed as Triton types them, under Triton's names (no "_total", a
+  // "_count" that is no histogram's): dashboards built for Triton read them as they are. Those
+  // names are the only lint promtool may report.
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_THAT(line, ::testing::AnyOf(
+                          ::testing::MatchesRegex("nv_inference_[a-z_]+ counter metrics should "
+                                                  "have \"_total\" suffix"),
+                          ::testing::MatchesRegex("nv_inference_[a-z_]+ non-histogram and "
+                                                  "non-summary metrics should not have "
+                                                  "\"_count\" suffix")));
+  }
+  EXPECT_THAT(rc, ::testing::AnyOf(0, 3)) << out;  // 3: lint problems, the ones above only
 }
 
 // The official `openai` npm package (pinned; scripts/test.sh installs it into .deps/node).

@@ -49,7 +49,9 @@ ModelInfo Model(const std::string& name, bool loaded) {
 
 TEST(PrometheusTest, SamplesCarryModelAndVersionAndEachFamilyHasHelpAndType) {
   const std::string text = PrometheusText({Model("a\"b", true), Model("idle", false)}, {});
-  EXPECT_THAT(text, HasSubstr("# TYPE nv_inference_request_success untyped\n"
+  EXPECT_THAT(text, Not(HasSubstr(" untyped\n")));  // every family typed
+  EXPECT_THAT(text, HasSubstr("# TYPE nv_inference_pending_request_count gauge\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE nv_inference_request_success counter\n"
                               "nv_inference_request_success{model=\"a\\\"b\",version=\"2\"} 5\n"));
   EXPECT_THAT(text, HasSubstr("nv_inference_request_failure{model=\"a\\\"b\",version=\"2\","
                               "reason=\"REJECTED\"} 2"));

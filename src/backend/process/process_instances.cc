@@ -97,7 +97,7 @@ class BatchInstance final : public Instance {
                                   : results.status();
     SetRunning(nullptr);
     if (!decoded.ok()) return channel_.Lost(decoded);
-    channel_.session().RoundTripDone(stats_);
+    channel_.session().RoundTripDone(channel_.worker(), stats_);
     return Status::Ok();
   }
 
@@ -150,7 +150,7 @@ class ContinuousProxy final : public ContinuousInstance {
                      ? Internal("an event out of turn")
                      : DecodeEvent(buffer_, &seq, &result, &stats_);
       if (!s.ok()) return FailAll(channel_.Lost(s));
-      if (*kind == FrameKind::kDone) channel_.session().set_engine_stats(stats_);
+      if (*kind == FrameKind::kDone) channel_.session().set_engine_stats(channel_.worker(), stats_);
       Deliver(seq, *kind == FrameKind::kDone, std::move(result));
     } while (channel_.worker() && channel_.reader().Ready(channel_.fd(), std::chrono::milliseconds(0)));
   }

@@ -112,12 +112,14 @@ class ProcessSession final : public Session {
     MutexLock lock(mu_);
     return failed_;
   }
-  // The engine's, as the worker last reported them (they restart from zero with it), and the
-  // worker's pid and restarts; batch style, the round trips to it (one carries one or more
-  // batches: Instance::ExecuteEach).
+  // The engine's, as the workers reported them (each worker's last report, summed over the
+  // workers this session started: they do not go backwards at a restart), and the worker's pid
+  // and restarts; batch style, the round trips to it (one carries one or more batches:
+  // Instance::ExecuteEach).
   std::map<std::string, int64_t> counters() const override {
     MutexLock lock(mu_);
     Counters out = engine_.counters;
+    for (const auto& [key, value] : exited_engine_.counters) out[key] += value;
     out["worker_pid"] = current_ ? current_->pid : 0;
     out["worker_restarts"] = restarts_;
     if (!facts_.continuous) out["worker_round_trips"] = round_trips_;
@@ -133,16 +135,20 @@ class ProcessSession final : public Session {
   // Likewise: generation's time to first token and per output token, measured in the worker.
   std::map<std::string, Histogram> histograms() const override {
     MutexLock lock(mu_);
-    return engine_.histograms;
+    auto out = engine_.histograms;
+    for (const auto& [key, h] : exited_engine_.histograms) out[key].Add(h);
+    return out;
   }
-  void set_engine_stats(const EngineStats& stats) {
+  // The engine's stats as worker `from` reported them; ignored once it has exited (they were
+  // folded into the exited workers' sum then).
+  void set_engine_stats(const Worker* from, const EngineStats& stats) {
     MutexLock lock(mu_);
-    engine_ = stats;
+    if (from && !from->exited) engine_ = stats;
   }
   // A batch instance's round trip came back with the engine's stats.
-  void RoundTripDone(const EngineStats& stats) {
+  void RoundTripDone(const Worker* from, const EngineStats& stats) {
     MutexLock lock(mu_);
-    engine_ = stats;
+    if (from && !from->exited) engine_ = stats;
     ++round_trips_;
   }
 
@@ -192,7 +198,8 @@ class ProcessSession final : public Session {
   int64_t last_exit_at_ms_ GUARDED_BY(mu_) = 0;   // when, in Unix milliseconds
   int64_t restarts_ GUARDED_BY(mu_) = 0;
   int64_t round_trips_ GUARDED_BY(mu_) = 0;
-  EngineStats engine_ GUARDED_BY(mu_);
+  EngineStats engine_ GUARDED_BY(mu_);         // the serving worker's last report
+  EngineStats exited_engine_ GUARDED_BY(mu_);  // the exited workers' last reports, summed
   mutable Clock::time_point measured_at_ GUARDED_BY(mu_);
   mutable int64_t measured_ GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> shed_{0};  // bytes of the session's reserved room given back

@@ -103,11 +103,12 @@ void ReportAscend(AclRuntime& runtime) {
 
 int Doctor(const std::filesystem::path& lock_dir) {
   BuiltIns builtins;
+  const DeviceMemory host = HostMemory();
   std::cout << "host\n"
             << "  cpu:      " << ReadField("/proc/cpuinfo", "model name") << " ("
             << std::thread::hardware_concurrency() << " cores)\n"
-            << "  memory:   total " << ReadField("/proc/meminfo", "MemTotal") << ", available "
-            << ReadField("/proc/meminfo", "MemAvailable") << "\n"
+            << "  memory:   total " << FormatMib(host.total) << ", available "
+            << FormatMib(host.free) << " (a container's limit, where it has one)\n"
             << "backends compiled in: " << Join(builtins.backends.BuiltIn(), ", ") << "\n"
             << "device runtimes\n";
   ReportAscend(builtins.acl_runtime);

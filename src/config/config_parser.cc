@@ -23,18 +23,25 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-
 // ---- the parser ------------------------------------------------------------------------------
 
 class Parser {
  public:
-  Parser(const std::string& file, const BackendCatalog& catalog)
-      : file_(file), catalog_(catalog), base_dir_(fs::path(file).parent_path()) {}
+  // `generated`: the YAML stands for a model directory or model files (config/model_dir.h);
+  // nobody wrote it, so errors name `file` without a line and column in it.
+  Parser(const std::string& file, const BackendCatalog& catalog, bool generated = false)
+      : file_(file),
+        catalog_(catalog),
+        base_dir_(fs::path(file).parent_path()),
+        generated_(generated) {}
 
   Result<ServerConfig> Run(const std::string& yaml) {
     auto locations = std::make_shared<Params::Locations>();
     std::optional<json> tree = ReadYamlTree(yaml, file_, *locations, errors_);
     if (!tree) return errors_.ToStatus();
+    if (generated_) {
+      for (auto& [path, where] : *locations) where.line = where.column = 0;
+    }
     ServerConfig config;
     config.file = file_;
     const Params root(*tree, "", locations);
@@ -83,24 +90,6 @@ class Parser {
 
  private:
   fs::path Absolute(const std::string& text) const { return AbsoluteIn(base_dir_, text); }
-
-  // The dynamic batcher's fields.
-  static void ReadBatching(ParamReader& r, ModelConfig& m) {
-    m.batch_size = static_cast<int>(r.Int("batch_size", m.batch_size, 1, 4096));
-    m.max_batch = static_cast<int>(r.Int("max_batch", std::max(m.batch_size, 1), 1, 4096));
-    m.max_batch_set = r.Has("max_batch");
-    m.batch_size_set = r.Has("batch_size");
-    if (r.Has("dynamic_batch")) m.dynamic_batch = r.Bool("dynamic_batch", false);
-    for (int64_t tier : r.IntList("batch_tiers", 1, 4096)) {
-      m.batch_tiers.push_back(static_cast<int>(tier));
-    }
-    if (r.Has("batch_tiers") && !r.Has("max_batch") && !m.batch_tiers.empty()) {
-      m.max_batch = *std::max_element(m.batch_tiers.begin(), m.batch_tiers.end());
-    }
-    m.preserve_ordering = r.Bool("preserve_ordering", m.preserve_ordering);
-    m.max_queue_delay =
-        std::chrono::milliseconds(r.Int("max_queue_delay_ms", m.max_queue_delay.count(), 0, 60'000));
-  }
 
   // One ModelConfig per served version of the entry `p`.
   std::vector<ModelConfig> ReadModel(const Params& p, const GlobalConfig& global) {
@@ -543,6 +532,7 @@ class Parser {
   std::string file_;
   const BackendCatalog& catalog_;
   fs::path base_dir_;
+  bool generated_ = false;
   ConfigErrors errors_;
   std::map<std::string, SourceLocation> names_;
   const std::vector<fs::path>* roots_ = nullptr;  // set for a client's entry
@@ -565,7 +555,8 @@ Result<ServerConfig> LoadModelArgs(const std::vector<std::string>& models,
                                    const std::vector<std::string>& tasks,
                                    const BackendCatalog& catalog) {
   MMS_ASSIGN_OR_RETURN(const auto args, ParseModelArgs(models, tasks));
-  MMS_ASSIGN_OR_RETURN(ServerConfig config, ParseConfig(ModelArgsYaml(args), "--model", catalog));
+  MMS_ASSIGN_OR_RETURN(ServerConfig config,
+                       Parser("--model", catalog, /*generated=*/true).Run(ModelArgsYaml(args)));
   config.file.clear();
   return config;
 }
@@ -576,7 +567,8 @@ Result<ServerConfig> LoadConfigFile(const std::filesystem::path& file,
   std::error_code ec;
   if (fs::is_directory(file, ec) || IsModelFile(file)) {
     MMS_ASSIGN_OR_RETURN(const std::string yaml, ModelDirYaml(file, model_name));
-    MMS_ASSIGN_OR_RETURN(ServerConfig config, ParseConfig(yaml, file.string(), catalog));
+    MMS_ASSIGN_OR_RETURN(ServerConfig config,
+                         Parser(file.string(), catalog, /*generated=*/true).Run(yaml));
     config.model_name = model_name;
     return config;
   }

@@ -267,4 +267,21 @@ bool CheckModelFile(ParamReader& r, const std::string& field, const std::string&
   return false;
 }
 
+void ReadBatching(ParamReader& r, ModelConfig& m) {
+  m.batch_size = static_cast<int>(r.Int("batch_size", m.batch_size, 1, 4096));
+  m.max_batch = static_cast<int>(r.Int("max_batch", std::max(m.batch_size, 1), 1, 4096));
+  m.max_batch_set = r.Has("max_batch");
+  m.batch_size_set = r.Has("batch_size");
+  if (r.Has("dynamic_batch")) m.dynamic_batch = r.Bool("dynamic_batch", false);
+  for (int64_t tier : r.IntList("batch_tiers", 1, 4096)) {
+    m.batch_tiers.push_back(static_cast<int>(tier));
+  }
+  if (r.Has("batch_tiers") && !r.Has("max_batch") && !m.batch_tiers.empty()) {
+    m.max_batch = *std::max_element(m.batch_tiers.begin(), m.batch_tiers.end());
+  }
+  m.preserve_ordering = r.Bool("preserve_ordering", m.preserve_ordering);
+  m.max_queue_delay =
+      std::chrono::milliseconds(r.Int("max_queue_delay_ms", m.max_queue_delay.count(), 0, 60'000));
+}
+
 }  // namespace mmserve

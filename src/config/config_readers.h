@@ -32,6 +32,8 @@ Isolation ReadIsolation(ParamReader& r, Isolation fallback);
 void CheckIsolation(ParamReader& r, const ModelConfig& m, bool supported);
 // `priority`: high, normal, low or a level in 1..kMaxPriorityLevel.
 int ReadPriority(ParamReader& r);
+// batch_size, max_batch, dynamic_batch, batch_tiers, preserve_ordering, max_queue_delay_ms.
+void ReadBatching(ParamReader& r, ModelConfig& m);
 // Model and label names: letters, digits, '_', '-' or '.', and not "." or ".." (a name becomes a
 // URL segment and may become a file name).
 bool IsValidName(std::string_view name);

@@ -40,9 +40,11 @@ std::string Millis(double ms) {
 
 std::string FormatAccess(const AccessEntry& e, LogFormat format) {
   if (format == LogFormat::kJson) {
-    nlohmann::json j = {{"id", Clip(e.id)},          {"route", Clip(e.route)},
+    // No id is no field (the text line's id=-), not an empty string.
+    nlohmann::json j = {{"route", Clip(e.route)},
                         {"model", Clip(e.model)},    {"status", e.status},
                         {"total_ms", e.total_ms}};
+    if (!e.id.empty()) j["id"] = Clip(e.id);
     if (e.version > 0) j["version"] = e.version;
     if (!e.error.empty()) j["error"] = Clip(e.error);
     if (e.queue_ms) j["queue_ms"] = *e.queue_ms;

@@ -224,8 +224,9 @@ Status InferenceService::WithSession(const ModelRef& ref,
         if (routed->state != VersionState::kReady) {
           return Unavailable("model '" + routed->VersionName() + "' is not loaded (" +
                              std::string(ModelStateName(PublicState(routed->state))) +
-                             "); it loads on its first inference request or with POST "
-                             "/v2/repository/models/" + routed->config().name + "/load");
+                             "); it loads on its first inference request, or with `mmserve "
+                             "load " + routed->config().name + "` (POST /v2/repository/models/" +
+                             routed->config().name + "/load)");
         }
         version = routed;
         loaded = routed->loaded;
@@ -257,8 +258,8 @@ Status InferenceService::Admit(const std::shared_ptr<ModelVersion>& version,
       return Status::Ok();
     case VersionState::kHeld:
       return Unavailable("model '" + version->VersionName() +
-                         "' was unloaded through the repository API; load it with "
-                         "POST /v2/repository/models/" + m.name + "/load");
+                         "' was unloaded through the repository API; load it with `mmserve "
+                         "load " + m.name + "` (POST /v2/repository/models/" + m.name + "/load)");
     case VersionState::kFailed:
       if (!version->retry_at) break;
       if (now < *version->retry_at) {

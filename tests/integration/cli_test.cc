@@ -185,6 +185,18 @@ TEST(CliTest, TheQuantizeCommandThePlanAdvisesMakesTheModelFit) {
   EXPECT_FALSE(std::filesystem::exists(model + ".x"));
 }
 
+// A model directory stands for a YAML file nobody wrote: its errors name the directory, not a
+// line and column in that YAML.
+TEST(CliTest, ValidatingAModelDirectoryNamesNoPositionInAGeneratedFile) {
+  testing::TempDir dir;
+  dir.Write("models/det.onnx", "not really onnx");
+  const std::string models = (dir.path() / "models").string();
+  auto [code, out] = ServerProcess::Run({"validate", models});
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_THAT(out, HasSubstr(models + ": models[0].path: expected an ONNX model"));
+  EXPECT_THAT(out, Not(::testing::ContainsRegex(models + ":[0-9]")));
+}
+
 TEST(CliTest, AnOnnxFileOpenCvCannotImportIsAnErrorNotValid) {
   testing::TempDir dir;
   dir.Write("det.onnx", "not really onnx");

@@ -134,6 +134,7 @@ TEST(RepositoryTest, VersionsLabelsWatchReloadAndTheRepositoryApi) {
   res = client.Post("/v2/models/echo/infer", kEcho);
   EXPECT_EQ(res.status, 503);
   EXPECT_THAT(res.body, HasSubstr("unloaded through the repository API"));
+  EXPECT_THAT(res.body, HasSubstr("load it with `mmserve load echo`"));  // what a user types
   EXPECT_EQ(Index(client)["echo v1"], "UNAVAILABLE");
   res = client.Post("/v2/repository/models/echo/load", "");
   ASSERT_EQ(res.status, 200) << res.body;

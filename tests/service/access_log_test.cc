@@ -54,6 +54,13 @@ TEST(AccessLogTest, AClientCannotForgeFieldsOrLines) {
   EXPECT_EQ(j["id"], "x status=OK\naccess id=forged");
 }
 
+TEST(AccessLogTest, JsonLeavesOutAnIdTheRequestDidNotHave) {
+  AccessEntry e = Entry();
+  e.id.clear();
+  const auto j = nlohmann::json::parse(FormatAccess(e, LogFormat::kJson));
+  EXPECT_FALSE(j.contains("id")) << j.dump();  // the text line's id=-, not "id":""
+}
+
 TEST(AccessLogTest, JsonHasTheFieldsAsMembers) {
   const auto j = nlohmann::json::parse(FormatAccess(Entry(), LogFormat::kJson));
   EXPECT_EQ(j["route"], "POST /v1/embeddings");

@@ -188,7 +188,9 @@ Result<ModelDescription> ResolveModel(const InferenceService& service, const jso
   if (!described.ok()) return NotFound("model: " + std::string(described.status().message()));
   if (described->config().task != task) {
     return FieldError("model", "'" + name + "' serves task " + described->config().task + "; " +
-                                   std::string(route) + " needs a " + task + " model");
+                                   std::string(route) +
+                                   (task.find_first_of("aeiou") == 0 ? " needs an " : " needs a ") +
+                                   task + " model");
   }
   return described;
 }

@@ -74,6 +74,37 @@ std::string Base64Encode(std::string_view bytes) {
   return out;
 }
 
+std::optional<std::string> Base64Decode(std::string_view text) {
+  if (text.size() % 4 == 0 && !text.empty() && text.back() == '=') {
+    text.remove_suffix(text.size() >= 2 && text[text.size() - 2] == '=' ? 2 : 1);
+  }
+  if (text.size() % 4 == 1) return std::nullopt;
+  const auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  out.reserve(text.size() / 4 * 3 + 2);
+  uint32_t bits = 0;
+  int held = 0;
+  for (char c : text) {
+    const int v = value(c);
+    if (v < 0) return std::nullopt;
+    bits = (bits << 6 | static_cast<uint32_t>(v)) & 0xFFFFFF;
+    held += 6;
+    if (held >= 8) {
+      held -= 8;
+      out += static_cast<char>((bits >> held) & 0xFF);
+    }
+  }
+  if ((bits & ((1u << held) - 1)) != 0) return std::nullopt;  // non-canonical leftover bits
+  return out;
+}
+
 std::string FormatMib(int64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));

@@ -18,6 +18,10 @@ std::string FormatMib(int64_t bytes);
 std::string FormatWholeMib(int64_t bytes);
 // Standard base64 (RFC 4648 §4, with padding).
 std::string Base64Encode(std::string_view bytes);
+// The bytes standard base64 (RFC 4648 §4) `text` encodes, padded or not; nullopt for anything
+// else: another character, whitespace, a stray '=', a length no encoding has, or leftover bits
+// that are not zero (each byte string has one encoding). Linear in the text.
+std::optional<std::string> Base64Decode(std::string_view text);
 
 // Strict UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
 bool IsValidUtf8(std::string_view text);

@@ -27,6 +27,25 @@ TEST(StringsTest, Base64EncodeMatchesTheRfcVectors) {
   EXPECT_EQ(Base64Encode(std::string("\xff\x00\x80", 3)), "/wCA");
 }
 
+TEST(StringsTest, Base64DecodeReadsTheRfcVectorsAndRefusesEverythingElse) {
+  const std::vector<std::pair<std::string, std::string>> vectors = {
+      {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"},
+      {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}};
+  for (const auto& [bytes, text] : vectors) {
+    EXPECT_EQ(Base64Decode(text), bytes) << text;
+    std::string unpadded = text;
+    while (!unpadded.empty() && unpadded.back() == '=') unpadded.pop_back();
+    EXPECT_EQ(Base64Decode(unpadded), bytes) << unpadded;
+  }
+  std::string all(256, '\0');
+  for (int i = 0; i < 256; ++i) all[static_cast<size_t>(i)] = static_cast<char>(i);
+  EXPECT_EQ(Base64Decode(Base64Encode(all)), all);
+  for (const char* bad : {"Z", "Zg=", "Zg===", "Z===", "Zm9v\n", "Zm 9v", "Zm9v=", "Zh==",
+                          "Zm9-", "=Zm9"}) {
+    EXPECT_EQ(Base64Decode(bad), std::nullopt) << bad;
+  }
+}
+
 TEST(StringsTest, Utf8IsCheckedStrictlyAndRepairedWithReplacementCharacters) {
   EXPECT_TRUE(IsValidUtf8("plain"));
   EXPECT_TRUE(IsValidUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));

@@ -122,8 +122,15 @@ Result<ImageHeader> ReadImageHeader(std::string_view b) {
   } else if (b.size() >= 12 && b.substr(0, 4) == "RIFF" && b.substr(8, 4) == "WEBP") {
     header = Webp(b);
   } else {
+    // The base64 text of one (JSON data without content_type): say what the bytes need.
+    const bool base64 = b.starts_with("/9j/") || b.starts_with("iVBORw0KGgo") ||
+                        b.starts_with("UklGR") || b.starts_with("Qk");
     return InvalidArgument("not a JPEG, PNG, BMP or WebP image (" + std::to_string(b.size()) +
-                           " bytes)");
+                           " bytes)" +
+                           (base64 ? std::string("; it reads as base64 text of one: JSON data "
+                                                 "sends it with parameters.content_type "
+                                                 "\"base64\"")
+                                   : std::string()));
   }
   // OpenCV picks its decoder by its own signature scan, and its DICOM reader (GDCM) claims any
   // buffer with "DICM" at byte 128 before the WebP reader looks: a 148-byte "WebP" made it

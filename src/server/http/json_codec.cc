@@ -10,6 +10,7 @@
 
 #include "common/float16.h"
 #include "common/json.h"
+#include "common/strings.h"
 #include "server/http/json_writer.h"
 
 namespace mmserve {
@@ -255,6 +256,35 @@ std::optional<std::string_view> StringMember(dom::object object, std::string_vie
   return v;
 }
 
+
+// An input's parameters.content_type (MLServer's and KServe's codecs): "base64", each BYTES
+// element base64 text of binary bytes (an image in JSON); "str", the elements as they are.
+// Anything else, or base64 on a numeric tensor, is refused: the bytes would be misread.
+Result<Tensor> DecodeContent(Tensor tensor, const ParamValue& content_type,
+                             const std::string& named) {
+  const std::string field = named + ".parameters.content_type";
+  const auto* kind = std::get_if<std::string>(&content_type);
+  if (!kind || (*kind != "base64" && *kind != "str")) {
+    return InvalidArgument(field + ": expected \"base64\" or \"str\"");
+  }
+  if (tensor.type() != DataType::kBytes) {
+    return InvalidArgument(field + ": \"" + *kind + "\" is for a BYTES tensor, not " +
+                           std::string(DataTypeName(tensor.type())));
+  }
+  if (*kind == "str") return tensor;
+  std::string decoded;
+  const auto elements = tensor.BytesElements();
+  for (size_t i = 0; i < elements.size(); ++i) {
+    auto bytes = Base64Decode(elements[i]);
+    if (!bytes) {
+      return InvalidArgument(named + ".data[" + std::to_string(i) +
+                             "]: not base64 text (parameters.content_type is \"base64\")");
+    }
+    Tensor::AppendBytesElement(decoded, *bytes);
+  }
+  return Tensor(tensor.name(), DataType::kBytes, tensor.shape(), std::move(decoded));
+}
+
 Result<Tensor> ParseInput(dom::element element, size_t index, const std::string& body,
                           size_t& binary_offset) {
   const std::string where = "inputs[" + std::to_string(index) + "]";
@@ -313,6 +343,9 @@ Result<Tensor> ParseInput(dom::element element, size_t index, const std::string&
   }
   Tensor tensor(std::move(name), *type, std::move(shape), std::move(data));
   MMS_RETURN_IF_ERROR(tensor.Validate());
+  if (auto it = params.find("content_type"); it != params.end()) {
+    MMS_ASSIGN_OR_RETURN(tensor, DecodeContent(std::move(tensor), it->second, named));
+  }
   return tensor;
 }
 

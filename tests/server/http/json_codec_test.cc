@@ -84,6 +84,32 @@ TEST(JsonCodecTest, NestedDataIsFlattenedRowMajor) {
   EXPECT_EQ(DataOf(parsed->request.inputs[0]), json({1, 2, 3, 4}));
 }
 
+TEST(JsonCodecTest, Base64ContentIsDecodedAndOnlyForBytes) {
+  auto parsed = ParseInferRequest(
+      R"({"inputs":[{"name":"B","datatype":"BYTES","shape":[2],)"
+      R"("parameters":{"content_type":"base64"},"data":["Zm9v","/wCA"]}]})",
+      std::nullopt);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const auto elements = parsed->request.inputs[0].BytesElements();
+  ASSERT_EQ(elements.size(), 2u);
+  EXPECT_EQ(elements[0], "foo");
+  EXPECT_EQ(elements[1], std::string("\xff\x00\x80", 3));
+  parsed = ParseInferRequest(
+      R"({"inputs":[{"name":"B","datatype":"BYTES","shape":[1],)"
+      R"("parameters":{"content_type":"str"},"data":["Zm9v"]}]})",
+      std::nullopt);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->request.inputs[0].BytesElements()[0], "Zm9v");
+  parsed = ParseInferRequest(
+      R"({"inputs":[{"name":"X","datatype":"INT32","shape":[1],)"
+      R"("parameters":{"content_type":"base64"},"data":[1]}]})",
+      std::nullopt);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(),
+              HasSubstr("inputs[0] ('X').parameters.content_type: \"base64\" is for a BYTES "
+                        "tensor, not INT32"));
+}
+
 TEST(JsonCodecTest, ErrorsNameTheField) {
   auto error = [](const std::string& body) {
     auto parsed = ParseInferRequest(body, std::nullopt);

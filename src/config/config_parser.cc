@@ -120,6 +120,7 @@ class Parser {
     ReadBatching(r, m);
     m.preprocess = ReadPreprocess(r);
     m.postprocess = ReadPostprocess(r, base_dir_);
+    CheckStages(r, m.preprocess, m.postprocess);
     m.timeout = std::chrono::milliseconds(r.Int("timeout_ms", m.timeout.count(), 1, kMaxTimeoutMs));
     m.priority = ReadPriority(r);
     m.thread_num = static_cast<int>(r.Int("thread_num", m.thread_num, 1, 256));

@@ -219,6 +219,9 @@ PostprocessConfig MapPostprocess(ParamReader& r, const std::filesystem::path& ba
     p.iou_threshold = r.Double("nms_threshold", p.iou_threshold, 0, 1);
     p.class_aware = r.Bool("class_aware", p.class_aware);
     p.max_detections = static_cast<int>(r.Int("max_detections", p.max_detections, 1, 100000));
+    p.box_scale = r.String("box_scale", "per_axis", {"per_axis", "single_gain"}) == "single_gain"
+                      ? PostprocessConfig::BoxScale::kSingleGain
+                      : PostprocessConfig::BoxScale::kPerAxis;
   } else {
     const bool softmax = r.Bool("softmax", false), sigmoid = r.Bool("sigmoid", false);
     if (softmax && sigmoid) r.Error("sigmoid", "softmax or sigmoid, not both", "both true");
@@ -268,6 +271,15 @@ std::optional<PostprocessConfig> ReadPostprocess(ParamReader& r,
   }
   if (!v->is_object()) r.Error("postprocess", kPostprocessForms, DescribeFound(*v));
   return std::nullopt;
+}
+
+void CheckStages(ParamReader& r, const std::optional<PreprocessConfig>& pre,
+                 const std::optional<PostprocessConfig>& post) {
+  if (post && post->box_scale == PostprocessConfig::BoxScale::kSingleGain &&
+      (!pre || pre->resize != PreprocessConfig::Resize::kLetterbox)) {
+    r.Error("postprocess.box_scale", "per_axis unless preprocess resizes by letterbox (a single "
+            "gain maps back a letterbox only)", "single_gain");
+  }
 }
 
 }  // namespace mmserve

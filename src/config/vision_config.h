@@ -68,6 +68,13 @@ struct PostprocessConfig {
   double score_threshold = 0.25;
   double iou_threshold = 0.45;  // the template's nms_threshold
   bool class_aware = true;      // NMS within each class (false: across classes)
+  // How boxes go back to the original image's pixels after a letterbox: kPerAxis divides each
+  // axis by its own resize scale (the rounded inner size over the image's), exact for the
+  // pixels the network saw; kSingleGain divides both by the one ratio min(W/w, H/h) and takes
+  // off the pad as YOLOv5/Ultralytics' scale_boxes computes it (up to ~3 px apart on an
+  // 868x600 photo). kSingleGain needs preprocess resize: letterbox.
+  enum class BoxScale { kPerAxis, kSingleGain };
+  BoxScale box_scale = BoxScale::kPerAxis;
   int max_detections = 100;
   // One label per line, class 0 first: adds a LABELS output.
   std::filesystem::path labels;
@@ -78,5 +85,8 @@ struct PostprocessConfig {
 std::optional<PreprocessConfig> ReadPreprocess(ParamReader& r);
 std::optional<PostprocessConfig> ReadPostprocess(ParamReader& r,
                                                  const std::filesystem::path& base_dir);
+// What one stage asks of the other: box_scale: single_gain needs a letterbox. Errors go to `r`.
+void CheckStages(ParamReader& r, const std::optional<PreprocessConfig>& pre,
+                 const std::optional<PostprocessConfig>& post);
 
 }  // namespace mmserve

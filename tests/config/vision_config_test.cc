@@ -106,6 +106,16 @@ TEST_F(VisionConfigTest, MistakesNameTheField) {
               HasSubstr("softmax or sigmoid, not both"));
   EXPECT_THAT(Error("    postprocess: {top_k: 3, labels: missing.txt}\n"),
               HasSubstr("models[0].postprocess.labels: expected a readable file of labels"));
+  EXPECT_THAT(Error("    preprocess: {resize: {width: 64, height: 64}}\n"
+                    "    postprocess: {detect: yolov5, box_scale: single_gain}\n"),
+              HasSubstr("models[0].postprocess.box_scale: expected per_axis unless preprocess "
+                        "resizes by letterbox"));
+  EXPECT_THAT(Error("    postprocess: {detect: yolov5, box_scale: one}\n"),
+              HasSubstr("models[0].postprocess.box_scale"));
+  EXPECT_EQ(Model("    preprocess: {resize: {letterbox: true, width: 64, height: 64}}\n"
+                  "    postprocess: {detect: yolov5, box_scale: single_gain}\n")
+                .postprocess->box_scale,
+            PostprocessConfig::BoxScale::kSingleGain);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"
 #include "testing/acl_sim.h"
 #include "testing/grpc_python.h"
 #include "testing/http_client.h"
@@ -263,6 +264,33 @@ TEST_F(VisionTest, AClassifierRanksSeveralImagesOfOneRequestWithLabels) {
   }
 }
 
+// KServe JSON carries binary bytes as base64 text when the input says so
+// (parameters.content_type: "base64", MLServer's and KServe's codec): the same answer as the
+// binary tensor extension.
+TEST_F(VisionTest, AnImageInJsonAsBase64AnswersAsTheBinaryTensor) {
+  const std::string image = testing::ReadFile(Photo("fruits.jpg"));
+  auto binary = InferBinary("classifier", image);
+  ASSERT_EQ(binary.status, 200) << binary.body;
+  const auto post = [&](const json& data, const json& parameters) {
+    json input = {{"name", "IMAGE"}, {"datatype", "BYTES"}, {"shape", {1}}, {"data", {data}}};
+    if (!parameters.is_null()) input["parameters"] = parameters;
+    return client_->Post("/v2/models/classifier/infer", json{{"inputs", {input}}}.dump());
+  };
+  auto res = post(Base64Encode(image), {{"content_type", "base64"}});
+  ASSERT_EQ(res.status, 200) << res.body;
+  EXPECT_EQ(json::parse(res.body)["outputs"], json::parse(binary.body)["outputs"]);
+  res = post("not base64!", {{"content_type", "base64"}});
+  EXPECT_EQ(res.status, 400);
+  EXPECT_THAT(res.body, HasSubstr("inputs[0] ('IMAGE').data[0]: not base64 text"));
+  res = post(Base64Encode(image), {{"content_type", "np"}});
+  EXPECT_EQ(res.status, 400);
+  EXPECT_THAT(res.body, HasSubstr("parameters.content_type: expected \\\"base64\\\""));
+  // Without it, base64 text is not an image: the error says what to add.
+  res = post(Base64Encode(image), nullptr);
+  EXPECT_EQ(res.status, 400);
+  EXPECT_THAT(res.body, HasSubstr("it reads as base64 text of one"));
+}
+
 TEST_F(VisionTest, BadImagesAre400NamingTheInputAndTheServerCarriesOn) {
   const std::string jpeg = testing::ReadFile(Photo("fruits.jpg"));
   // A 100-megapixel PNG header: refused before anything decodes it.
@@ -396,7 +424,11 @@ TEST(VisionAclTest, AnOmDetectorOnTheSimulatedDeviceRunsTheSameStages) {
   const std::string yaml =
       "models:\n  - name: det\n    path: det.om\n    max_batch: 8\n"
       "    preprocess: {resize: {letterbox: true}, scale: 0.00392156862745098}\n"
-      "    postprocess: {detect: yolov5, score_threshold: 0.3, nms_threshold: 0.45}\n";
+      "    postprocess: {detect: yolov5, score_threshold: 0.3, nms_threshold: 0.45}\n"
+      "  - name: det-gain\n    path: det.om\n    max_batch: 8\n"
+      "    preprocess: {resize: {letterbox: true}, scale: 0.00392156862745098}\n"
+      "    postprocess: {detect: yolov5, score_threshold: 0.3, nms_threshold: 0.45, "
+      "box_scale: single_gain}\n";
   testing::ServerProcess server({"serve", dir.Write("models.yaml", yaml).string(), "--port", "0",
                                  "--lock-dir", (dir.path() / "locks").string()},
                                 dir.path() / "server.log");
@@ -423,6 +455,29 @@ TEST(VisionAclTest, AnOmDetectorOnTheSimulatedDeviceRunsTheSameStages) {
                          {{"Content-Type", "image/jpeg"}});
   ASSERT_EQ(res.status, 200) << res.body << server.Log();
   ExpectSame(FromJson(json::parse(res.body)["outputs"]), want, "acl");
+
+  // box_scale: single_gain maps boxes back as Ultralytics does: one gain and its rounded pad.
+  // On building.jpg (868x600) the two conventions differ along y.
+  json gain_case = cases[0];
+  gain_case["image"] = Photo("building.jpg");
+  gain_case["box_scale"] = "single_gain";
+  gain_case["out"] = (dir.path() / "ref-gain").string();
+  ASSERT_TRUE(testing::RunVisionReference(dir, json::array({gain_case})));
+  const std::string building = testing::ReadFile(Photo("building.jpg"));
+  auto gain = client.Post("/v2/models/det-gain/infer", building, {{"Content-Type", "image/jpeg"}});
+  ASSERT_EQ(gain.status, 200) << gain.body;
+  const Detections single = FromJson(json::parse(gain.body)["outputs"]);
+  EXPECT_FALSE(single.classes.empty());
+  ExpectSame(single, LoadDetections(gain_case["out"]), "single_gain");
+  auto axis = client.Post("/v2/models/det/infer", building, {{"Content-Type", "image/jpeg"}});
+  ASSERT_EQ(axis.status, 200) << axis.body;
+  const Detections per_axis = FromJson(json::parse(axis.body)["outputs"]);
+  ASSERT_EQ(per_axis.boxes.size(), single.boxes.size());
+  double most = 0;
+  for (size_t i = 0; i < single.boxes.size(); ++i) {
+    most = std::max(most, std::abs(double{single.boxes[i]} - per_axis.boxes[i]));
+  }
+  EXPECT_GT(most, 0.01) << "the conventions differ on this photo";
   ::unsetenv("ASCEND_HOME_PATH");
 }
 

@@ -11,7 +11,7 @@ CASES.json is a list of objects; each writes float32 (or int64) raw little-endia
    "pad", "interpolation": "linear"|..., "blob": true (use cv2.dnn.blobFromImage instead)}
   {"kind": "detect", "image": path, "model": onnx, "out": path prefix, the same preprocess
    fields, "format": "yolov5"|"yolov8", "score_threshold", "iou_threshold", "class_aware",
-   "max_detections", "om": {"scale", "bias", "shape": [boxes, attributes]} (instead of "model":
+   "max_detections", "box_scale": "per_axis"|"single_gain", "om": {"scale", "bias", "shape": [boxes, attributes]} (instead of "model":
    the simulated AscendCL's OM, output = input x scale + bias over the first values)}
    -> prefix.boxes (float32 [n,4]), .scores, .classes (int64)
   {"kind": "classify", "image", "model", "out": prefix, the preprocess fields, "top_k"}
@@ -65,6 +65,9 @@ def preprocess(case):
         img = cv2.copyMakeBorder(img, top, H - h - top, left, W - w - left, cv2.BORDER_CONSTANT,
                                  value=(pad, pad, pad))
         sx, sy, ox, oy = w / w0, h / h0, left, top
+        if case.get("box_scale") == "single_gain":  # Ultralytics' scale_boxes
+            sx = sy = r
+            ox, oy = round((W - w0 * r) / 2 - 0.1), round((H - h0 * r) / 2 - 0.1)
     if case.get("crop"):
         cw, ch = case["crop"]
         x, y = (img.shape[1] - cw) // 2, (img.shape[0] - ch) // 2

@@ -329,12 +329,16 @@ void ImagePostprocessor::Keep(const Candidates& c, const ImageTransform& t, int6
     const double x = (v - offset) / scale;
     return static_cast<float>(limit > 0 ? std::clamp(x, 0.0, static_cast<double>(limit)) : x);
   };
+  const bool single = config_.box_scale == PostprocessConfig::BoxScale::kSingleGain;
+  const double ox = single ? t.gain_offset_x : t.offset_x;
+  const double oy = single ? t.gain_offset_y : t.offset_y;
+  const double sx = single ? t.gain : t.scale_x, sy = single ? t.gain : t.scale_y;
   for (int i : keep) {
     const cv::Rect2d& r = c.rects[static_cast<size_t>(i)];
-    out.boxes.push_back(back(r.x, t.offset_x, t.scale_x, t.width));
-    out.boxes.push_back(back(r.y, t.offset_y, t.scale_y, t.height));
-    out.boxes.push_back(back(r.x + r.width, t.offset_x, t.scale_x, t.width));
-    out.boxes.push_back(back(r.y + r.height, t.offset_y, t.scale_y, t.height));
+    out.boxes.push_back(back(r.x, ox, sx, t.width));
+    out.boxes.push_back(back(r.y, oy, sy, t.height));
+    out.boxes.push_back(back(r.x + r.width, ox, sx, t.width));
+    out.boxes.push_back(back(r.y + r.height, oy, sy, t.height));
     out.scores.push_back(c.scores[static_cast<size_t>(i)]);
     out.classes.push_back(c.ids[static_cast<size_t>(i)]);
     out.images.push_back(image);

@@ -105,8 +105,17 @@ cv::Mat Resized(const cv::Mat& img, const PreprocessConfig& c, int interpolation
       t.offset_y = top;
       t.scale_x = static_cast<double>(w) / img.cols;
       t.scale_y = static_cast<double>(h) / img.rows;
+      t.gain = r;
+      // Python's round (ties to even), as Ultralytics writes it.
+      t.gain_offset_x = std::nearbyint((c.width - img.cols * r) / 2 - 0.1);
+      t.gain_offset_y = std::nearbyint((c.height - img.rows * r) / 2 - 0.1);
       break;
     }
+  }
+  if (c.resize != Resize::kLetterbox) {
+    t.gain = std::min(t.scale_x, t.scale_y);
+    t.gain_offset_x = t.offset_x;
+    t.gain_offset_y = t.offset_y;
   }
   if (c.resize == Resize::kNone || c.resize == Resize::kExact) {
     t.scale_x = static_cast<double>(sized.cols) / img.cols;
@@ -257,6 +266,8 @@ Result<ImageTransform> ImagePreprocessor::Run(std::string_view encoded, const Im
       sized = sized(cv::Rect(x, y, width_, height_));
       t.offset_x -= x;
       t.offset_y -= y;
+      t.gain_offset_x -= x;
+      t.gain_offset_y -= y;
     }
     if (sized.cols != width_ || sized.rows != height_) {
       return InvalidArgument("image of " + Size(sized.cols, sized.rows) +

@@ -204,10 +204,13 @@ void SchedulerFamilies(Writer& w) {
     };
   };
   w.Family("mmserve_model_executing_requests", "gauge", "Requests executing now",
-           scheduler(&SchedulerStats::executing));
+           [](M m) -> std::optional<double> {
+             if (!m.loaded) return std::nullopt;
+             return static_cast<double>(m.stats->executing);
+           });
   w.Family("mmserve_breaker_state", "gauge",
            "Circuit breaker: 0 closed, 1 half-open, 2 open", [](M m) -> std::optional<double> {
-             if (!m.stats) return std::nullopt;
+             if (!m.loaded || !m.stats) return std::nullopt;
              switch (m.stats->breaker) {
                case CircuitBreaker::State::kClosed: return 0;
                case CircuitBreaker::State::kHalfOpen: return 1;

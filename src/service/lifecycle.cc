@@ -226,6 +226,7 @@ void Lifecycle::Reap(Clock::time_point now) {
   // Request deadlines are on the steady clock (the scheduler's), not the injected time.
   const auto steady_now = Clock::now();
   for (auto& version : registry_.All()) {
+    version->SampleMinute();  // the status page's last minute, kept by the server
     // Requests waiting for a load are answered at their deadline.
     std::vector<std::unique_ptr<InferRequest>> expired;
     {

@@ -167,6 +167,7 @@ ModelInfo ModelVersion::Snapshot() const {
     info.load_total_bytes = progress->total();
   }
   if (loaded) {
+    info.loaded = true;
     info.signature = loaded->session->signature();
     info.resident_bytes = FootprintLocked();
     info.counters = loaded->session->counters();
@@ -191,7 +192,54 @@ ModelInfo ModelVersion::Snapshot() const {
     for (const auto& [key, value] : carried_->counters) info.counters[key] += value;
     for (const auto& [key, h] : carried_->histograms) info.histograms[key].Add(h);
   }
+  info.last_minute = LastMinute(info);
   return info;
+}
+
+ModelVersion::MinuteSample ModelVersion::SampleOf(const ModelInfo& info, Clock::time_point at) {
+  MinuteSample sample{.at = at};
+  if (info.stats) {
+    sample.requests = info.stats->request_latency;
+    sample.errors = info.stats->failure + info.stats->expired + info.stats->rejected;
+  }
+  if (auto it = info.counters.find("generated_tokens"); it != info.counters.end()) {
+    sample.generated = it->second;
+  }
+  return sample;
+}
+
+std::optional<MinuteFigures> ModelVersion::LastMinute(const ModelInfo& now_info) const {
+  const MinuteSample now = SampleOf(now_info, Clock::now());
+  MinuteSample base;
+  {
+    MutexLock lock(minute_mu_);
+    if (minute_.empty()) return std::nullopt;
+    base = minute_.front();
+  }
+  const double seconds = std::chrono::duration<double>(now.at - base.at).count();
+  if (seconds <= 0) return std::nullopt;
+  const Histogram window = now.requests.Since(base.requests);
+  return MinuteFigures{.seconds = seconds,
+                       .requests = window.count,
+                       .errors = std::max<int64_t>(0, now.errors - base.errors),
+                       .p50 = window.Quantile(0.5),
+                       .p99 = window.Quantile(0.99),
+                       .generated_tokens = std::max<int64_t>(0, now.generated - base.generated)};
+}
+
+void ModelVersion::SampleMinute() {
+  const auto now = Clock::now();
+  {
+    MutexLock lock(minute_mu_);
+    if (!minute_.empty() && now - minute_.back().at < kSampleEvery) return;
+  }
+  const MinuteSample sample = SampleOf(Snapshot(), now);
+  MutexLock lock(minute_mu_);
+  minute_.push_back(sample);
+  // Keep the newest sample at least a minute old: the window's base.
+  while (minute_.size() > 1 && now - minute_[1].at >= std::chrono::seconds(60)) {
+    minute_.pop_front();
+  }
 }
 
 void ModelVersion::CarryRetired(const SchedulerStats& stats,

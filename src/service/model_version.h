@@ -65,6 +65,16 @@ struct LoadedModel {
   std::unique_ptr<ModelScheduler> scheduler;
 };
 
+// A version's requests over about the last minute: the counts now against a sample the
+// lifecycle took 55-65 s before (or its oldest, for a version younger than that).
+struct MinuteFigures {
+  double seconds = 0;            // the window
+  int64_t requests = 0;          // answered, successes and failures
+  int64_t errors = 0;            // failed by the backend, expired or rejected
+  double p50 = 0, p99 = 0;       // request latency, seconds (Histogram::Quantile)
+  int64_t generated_tokens = 0;  // generators
+};
+
 // A snapshot of one model version for metadata, readiness and listings.
 struct ModelInfo {
   ModelConfig config;
@@ -79,6 +89,7 @@ struct ModelInfo {
   std::map<std::string, Histogram> histograms;  // ... and its latency distributions
   int64_t context_length = 0;               // tokens per sequence (llama), while loaded
   std::optional<SchedulerStats> stats;      // once it has loaded: every load's counts
+  bool loaded = false;  // a session and scheduler serve it now (stats' gauges are theirs)
   int64_t loads = 0;                        // loads started so far
   int64_t evictions = 0;                    // unloads to make room for another model
   std::chrono::nanoseconds last_load_time{0};  // how long the last successful load took
@@ -89,6 +100,7 @@ struct ModelInfo {
   std::optional<Event> last_event;          // its latest load, unload, failure (and why)
   int64_t load_done_bytes = 0;              // while loading: how far it has read its file
   int64_t load_total_bytes = 0;             // ... of this many bytes (0: unknown)
+  std::optional<MinuteFigures> last_minute;  // once a sample has been taken
 };
 
 class ModelVersion;
@@ -130,6 +142,10 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   // scheduler's on_retired; takes carried_mu_ only.
   void CarryRetired(const SchedulerStats& stats, const std::map<std::string, int64_t>& counters,
                     const std::map<std::string, Histogram>& histograms);
+  // Takes a sample for last_minute when the newest is kSampleEvery old (the lifecycle's
+  // reaper calls it every 50 ms). Takes mu, carried_mu_ and minute_mu_, one at a time.
+  static constexpr auto kSampleEvery = std::chrono::seconds(5);
+  void SampleMinute();
 
   // What the model holds now: the backend's own figure, else the heap's growth over its load,
   // else the estimate. An isolated model is charged at least its estimate (less the cache room
@@ -181,6 +197,16 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   };
   mutable Mutex carried_mu_;  // after mu, never before
   std::optional<Carried> carried_ GUARDED_BY(carried_mu_);
+  struct MinuteSample {
+    Clock::time_point at;
+    Histogram requests;
+    int64_t errors = 0;
+    int64_t generated = 0;
+  };
+  static MinuteSample SampleOf(const ModelInfo& info, Clock::time_point at);
+  std::optional<MinuteFigures> LastMinute(const ModelInfo& now_info) const;  // takes minute_mu_
+  mutable Mutex minute_mu_;  // after mu and carried_mu_, never before
+  std::deque<MinuteSample> minute_ GUARDED_BY(minute_mu_);  // oldest first, ~65 s of them
   double rate_ GUARDED_BY(mu) = 0;  // requests per second at rate_at_
   Clock::time_point rate_at_ GUARDED_BY(mu);
 

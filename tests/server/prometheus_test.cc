@@ -33,6 +33,7 @@ ModelInfo Model(const std::string& name, bool loaded) {
     st.request_latency.Record(3'000'000);
     st.request_latency.Record(90'000'000'000);  // 90 s: +Inf
     info.stats = st;
+    info.loaded = true;
     Histogram ttft;
     ttft.Record(150'000'000);
     ttft.Record(150'000'000);

@@ -59,5 +59,33 @@ TEST(ModelVersionTest, AnOnDemandVersionStartsLoadableAndSaysSo) {
   EXPECT_EQ(version.VersionName(), "m v2");
 }
 
+// What a retired load counted stays the version's (its counters never go backwards), and the
+// last minute counts it against the sample taken before it.
+TEST(ModelVersionTest, RetiredCountsAreCarriedAndTheLastMinuteCountsThem) {
+  ModelConfig config;
+  config.name = "m";
+  ModelVersion version(config, "host");
+  EXPECT_FALSE(version.Snapshot().stats);  // never loaded: nothing counted
+  EXPECT_FALSE(version.Snapshot().last_minute);
+  version.SampleMinute();
+  SchedulerStats retired;
+  retired.success = 3;
+  retired.failure = 1;
+  for (int i = 0; i < 4; ++i) retired.request_latency.Record(2'000'000);
+  version.CarryRetired(retired, {{"generated_tokens", 40}, {"prompt_cache_bytes", 99}}, {});
+  version.CarryRetired(retired, {{"generated_tokens", 2}}, {});
+  const ModelInfo info = version.Snapshot();
+  ASSERT_TRUE(info.stats);
+  EXPECT_EQ(info.stats->success, 6);
+  EXPECT_EQ(info.stats->request_latency.count, 8);
+  EXPECT_EQ(info.counters.at("generated_tokens"), 42);
+  EXPECT_FALSE(info.counters.contains("prompt_cache_bytes"));  // a gauge is not carried
+  ASSERT_TRUE(info.last_minute);
+  EXPECT_EQ(info.last_minute->requests, 8);
+  EXPECT_EQ(info.last_minute->errors, 2);
+  EXPECT_EQ(info.last_minute->generated_tokens, 42);
+  EXPECT_GT(info.last_minute->p50, 0.001);
+}
+
 }  // namespace
 }  // namespace mmserve

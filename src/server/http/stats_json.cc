@@ -37,6 +37,27 @@ json KeepAliveJson(const ModelInfo& info) {
   return out;
 }
 
+namespace {
+
+// Requests over about the last minute, kept by the server (ModelVersion::SampleMinute): a page
+// opened after the traffic shows it. Null until the first sample.
+json LastMinuteJson(const ModelInfo& info) {
+  if (!info.last_minute) return nullptr;
+  const MinuteFigures& m = *info.last_minute;
+  json out = {{"seconds", m.seconds},
+              {"requests", m.requests},
+              {"rate", static_cast<double>(m.requests) / m.seconds},
+              {"errors", m.errors},
+              {"p50_s", m.p50},
+              {"p99_s", m.p99}};
+  if (info.config.task == "generate") {
+    out["tokens_per_s"] = static_cast<double>(m.generated_tokens) / m.seconds;
+  }
+  return out;
+}
+
+}  // namespace
+
 json ModelStatsJson(const ModelInfo& info) {
   const ModelStatistics stats = StatisticsOf(info);
   json out = {{"name", stats.name},
@@ -48,6 +69,7 @@ json ModelStatsJson(const ModelInfo& info) {
               {"backend", info.config.backend},
               {"device", info.config.device_id},
               {"keep_alive", KeepAliveJson(info)},
+              {"last_minute", LastMinuteJson(info)},
               {"loads", info.loads},
               {"in_flight", info.in_flight},
               {"memory", {{"estimate_bytes", info.estimate.bytes},
@@ -92,17 +114,19 @@ json ModelStatsJson(const ModelInfo& info) {
       workers.push_back({{"index", w.index}, {"tid", w.tid}, {"cores", w.cores},
                          {"nice", w.nice}, {"restarts", w.restarts}});
     }
-    mms["queued_by_level"] = queued;
-    mms["executing"] = st->executing;
     mms["rejected"] = st->rejected;
     mms["expired"] = st->expired;
     mms["cancelled"] = st->cancelled;
-    mms["breaker"] = {{"state", std::string(BreakerStateName(st->breaker))},
-                      {"reason", st->breaker_reason},
-                      {"times_opened", st->breaker_opened}};
     mms["watchdog_reports"] = st->watchdog_reports;
     mms["priority_yields"] = {{"count", st->yields}, {"us", st->yield_ns / 1000}};
-    mms["workers"] = workers;  // none when requests execute inline
+    if (info.loaded) {  // what the serving scheduler holds now
+      mms["queued_by_level"] = queued;
+      mms["executing"] = st->executing;
+      mms["breaker"] = {{"state", std::string(BreakerStateName(st->breaker))},
+                        {"reason", st->breaker_reason},
+                        {"times_opened", st->breaker_opened}};
+      mms["workers"] = workers;  // none when requests execute inline
+    }
     json latency = {{"request", HistogramJson(st->request_latency)},
                     {"queue", HistogramJson(st->queue_latency)},
                     {"compute", HistogramJson(st->compute_latency)}};

@@ -41,5 +41,24 @@ TEST(StatsJsonTest, ProgressOnlyWhileLoading) {
   EXPECT_FALSE(j.at("mmserve").contains("last_event"));
 }
 
+// The server's last minute (ModelVersion::SampleMinute): rates per second over its window, and
+// tokens/s for generators only.
+TEST(StatsJsonTest, TheLastMinuteIsGivenAsRates) {
+  ModelInfo info = Loading();
+  info.state = ModelState::kReady;
+  EXPECT_TRUE(ModelStatsJson(info).at("mmserve").at("last_minute").is_null());
+  info.last_minute = MinuteFigures{.seconds = 60, .requests = 120, .errors = 3, .p50 = 0.004,
+                                   .p99 = 0.02, .generated_tokens = 600};
+  auto minute = ModelStatsJson(info).at("mmserve").at("last_minute");
+  EXPECT_EQ(minute.at("rate"), 2.0);
+  EXPECT_EQ(minute.at("errors"), 3);
+  EXPECT_EQ(minute.at("p50_s"), 0.004);
+  EXPECT_EQ(minute.at("p99_s"), 0.02);
+  EXPECT_FALSE(minute.contains("tokens_per_s"));
+  info.config.task = "generate";
+  minute = ModelStatsJson(info).at("mmserve").at("last_minute");
+  EXPECT_EQ(minute.at("tokens_per_s"), 10.0);
+}
+
 }  // namespace
 }  // namespace mmserve

@@ -6,7 +6,8 @@
 //
 // Checks: the page asks for the API key before it calls anything; with it, it lists every demo
 // model READY, the memory bar and the events; a model's request rate and p50 appear once it has
-// served requests; the load/unload buttons appear only with the admin key; an unload through
+// served requests, and a page opened after the traffic shows the server's last minute (rate,
+// p50, errors, a generator's tokens/s, the keep-alive countdown); the load/unload buttons appear only with the admin key; an unload through
 // the API shows within 2 s; the Load button loads the model again; no console errors.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -121,6 +122,34 @@ async function main() {
     }, null, { timeout: 5000 });
     check(true, 'echo shows a rate and p50 ' + await echoRow.locator('td[data-col=p50]').textContent() +
       ', p99 ' + await echoRow.locator('td[data-col=p99]').textContent());
+
+    // The last minute is the server's: a page opened after the traffic shows it at once, with
+    // errors, a generator's tokens/s and the keep-alive countdown.
+    const gen = await call(base, 'POST', '/v1/completions', API_KEY,
+      JSON.stringify({ model: 'llm', prompt: 'Hello', max_tokens: 8 }));
+    if (gen.status !== 200) throw new Error('llm: ' + gen.status + ' ' + gen.text);
+    const fresh = await browser.newPage({ viewport: { width: 1500, height: 950 } });
+    fresh.on('pageerror', (e) => errors.push(String(e)));
+    await fresh.goto(base + '/');
+    await fresh.fill('#api-key', API_KEY);
+    await fresh.click('#keys-save');
+    await fresh.waitForFunction(() => {
+      const cell = (model, col) => {
+        const row = document.querySelector(`#models tr[data-model="${model}/1"]`);
+        return row ? row.querySelector(`td[data-col=${col}]`).textContent : '';
+      };
+      return parseFloat(cell('echo', 'rate')) > 0 && /ms$/.test(cell('echo', 'p50')) &&
+        parseFloat(cell('llm', 'tokens')) > 0;
+    }, null, { timeout: 5000 });
+    const cellOf = (model, col) =>
+      fresh.locator(`#models tr[data-model="${model}/1"] td[data-col=${col}]`).textContent();
+    check(true, 'a page opened after the traffic shows echo at ' + await cellOf('echo', 'rate') +
+      ' req/s, p50 ' + await cellOf('echo', 'p50') + ', and llm at ' + await cellOf('llm', 'tokens') +
+      ' tokens/s');
+    check(await cellOf('echo', 'errors') === '0', 'echo had no errors in the last minute');
+    const unloads = await cellOf('echo', 'unloads');
+    check(/^(never|\d+[hms]( \d+[ms])?)$/.test(unloads), 'the keep-alive countdown: ' + unloads);
+    await fresh.close();
 
     await page.fill('#admin-key', ADMIN_KEY);
     await page.click('#keys-save');

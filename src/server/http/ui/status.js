@@ -3,13 +3,12 @@
 //   /v2/models/stats   every model version: state, memory, queues, breaker, workers, latency
 //   /v2/devices        each memory domain's budget and who holds it
 //   /v2/events?after=N what happened since the last event this page saw
-// Request rate and p50/p99 are over the last minute: the difference between the newest
-// snapshot of a model's latency histogram and one taken a minute before (or the oldest this
-// page has). Everything from the server is set as text, never parsed as HTML.
+// Request rate, errors, p50/p99 and tokens/s are over the last minute as the server keeps them
+// (`last_minute`: a page opened after the traffic shows it). Everything from the server is set
+// as text, never parsed as HTML.
 'use strict';
 
 const POLL_MS = 1000;
-const WINDOW_MS = 60000;
 const MAX_EVENTS = 200;
 
 const page = {
@@ -18,7 +17,6 @@ const page = {
   adminKey: sessionStorage.getItem('mmserve.adminKey') || '',
   lastSeq: 0,
   events: [],
-  history: new Map(),  // "name/version" -> [{t, counts, count}]
   rows: new Map(),     // "name/version" -> {tr, cells, button}
   timer: null,
 };
@@ -75,6 +73,17 @@ function seconds(s) {
   return s.toFixed(s < 10 ? 2 : 1) + ' s';
 }
 
+// The keep-alive countdown, as `mmserve ps` shows it: "4m 10s", "never", "–" (not loaded).
+function unloadsIn(keepAlive) {
+  if (!keepAlive || keepAlive.seconds === null || keepAlive.seconds === undefined) return 'never';
+  const left = keepAlive.expires_in_s;
+  if (left === null || left === undefined) return '–';
+  const s = Math.floor(left);
+  if (s >= 3600) return Math.floor(s / 3600) + 'h ' + Math.floor((s % 3600) / 60) + 'm';
+  if (s >= 60) return Math.floor(s / 60) + 'm ' + (s % 60) + 's';
+  return s + 's';
+}
+
 function ago(ms) {
   const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
   if (s < 60) return s + ' s ago';
@@ -86,51 +95,10 @@ function clock(ms) {
   return new Date(ms).toLocaleTimeString([], { hour12: false });
 }
 
-// ---- the last minute ----------------------------------------------------------------------
-
-// The q-quantile of a histogram's own bucket counts (upper bounds `le`, then +Inf), linear
-// inside the bucket as Prometheus's histogram_quantile; null without observations.
-function quantile(q, le, counts) {
-  const total = counts.reduce((a, b) => a + b, 0);
-  if (total === 0) return null;
-  const rank = q * total;
-  let below = 0;
-  for (let i = 0; i < counts.length; i++) {
-    if (counts[i] > 0 && below + counts[i] >= rank) {
-      if (i >= le.length) return le[le.length - 1];  // the +Inf bucket: its lower bound
-      const lower = i === 0 ? 0 : le[i - 1];
-      return lower + ((le[i] - lower) * (rank - below)) / counts[i];
-    }
-    below += counts[i];
-  }
-  return le[le.length - 1];
-}
-
-// Rate and quantiles of `key` over the last minute, from the snapshot `latency` taken now.
-function lastMinute(key, latency, now) {
-  if (!latency || !latency.request) return null;
-  const h = latency.request;
-  let past = page.history.get(key);
-  // A new load starts its counts from zero: so does its history.
-  if (!past || (past.length && past[past.length - 1].count > h.count)) past = [];
-  past.push({ t: now, counts: h.counts.slice(), count: h.count });
-  while (past.length > 2 && now - past[1].t >= WINDOW_MS) past.shift();
-  page.history.set(key, past);
-  if (past.length < 2) return null;
-  const base = past[0];
-  const diff = h.counts.map((c, i) => c - base.counts[i]);
-  const elapsed = (now - base.t) / 1000;
-  return {
-    rate: (h.count - base.count) / elapsed,
-    p50: quantile(0.5, h.le, diff),
-    p99: quantile(0.99, h.le, diff),
-  };
-}
-
 // ---- models -------------------------------------------------------------------------------
 
 const COLUMNS = ['model', 'state', 'where', 'memory', 'queued', 'inflight', 'breaker', 'workers',
-  'rate', 'p50', 'p99', 'last', 'action'];
+  'rate', 'errors', 'p50', 'p99', 'tokens', 'unloads', 'last', 'action'];
 
 function rowFor(key) {
   let row = page.rows.get(key);
@@ -139,7 +107,8 @@ function rowFor(key) {
   tr.dataset.model = key;
   const cells = {};
   for (const c of COLUMNS) {
-    cells[c] = el('td', ['rate', 'p50', 'p99', 'inflight', 'workers'].includes(c) ? 'num' : '');
+    cells[c] = el('td', ['rate', 'errors', 'p50', 'p99', 'tokens', 'inflight', 'workers'].includes(c) ?
+      'num' : '');
     cells[c].dataset.col = c;
     tr.append(cells[c]);
   }
@@ -164,7 +133,7 @@ function canAdmin() {
   return page.access && (!page.access.admin_key || page.adminKey !== '');
 }
 
-function drawModel(s, now) {
+function drawModel(s) {
   const m = s.mmserve || {};
   const key = s.name + '/' + s.version;
   const row = rowFor(key);
@@ -215,13 +184,21 @@ function drawModel(s, now) {
   const workerText = m.execution === 'inline' ? 'inline' :
     workers.length ? workers.length + (restarts ? ' (' + restarts + ' restarts)' : '') : '–';
   setCell(row, 'workers', workerText, () => workerText);
-  const minute = lastMinute(key, m.latency, now);
-  const rate = minute ? minute.rate.toFixed(minute.rate < 10 ? 2 : 1) : '–';
+  const minute = m.last_minute;
+  const fixed = (v) => v.toFixed(v < 10 ? 2 : 1);
+  const rate = minute ? fixed(minute.rate) : '–';
   setCell(row, 'rate', rate, () => rate);
-  const p50 = minute ? seconds(minute.p50) : '–';
-  const p99 = minute ? seconds(minute.p99) : '–';
+  const answered = minute && minute.requests > 0;
+  const p50 = answered ? seconds(minute.p50_s) : '–';
+  const p99 = answered ? seconds(minute.p99_s) : '–';
   setCell(row, 'p50', p50, () => p50);
   setCell(row, 'p99', p99, () => p99);
+  const errors = minute ? String(minute.errors) : '–';
+  setCell(row, 'errors', errors, () => errors);
+  const tokens = minute && minute.tokens_per_s !== undefined ? fixed(minute.tokens_per_s) : '–';
+  setCell(row, 'tokens', tokens, () => tokens);
+  const unloads = unloadsIn(m.keep_alive);
+  setCell(row, 'unloads', unloads, () => unloads);
   const last = m.last_event;
   const lastText = last ? last.kind + ' ' + ago(last.time_ms) : '–';
   setCell(row, 'last', lastText + (last ? last.message : ''), () => {
@@ -244,19 +221,17 @@ function drawModel(s, now) {
 }
 
 function drawModels(stats) {
-  const now = Date.now();
   const tbody = $('models').tBodies[0];
   const seen = new Set();
   const order = [];
   for (const s of stats.model_stats || []) {
     seen.add(s.name + '/' + s.version);
-    order.push(drawModel(s, now));
+    order.push(drawModel(s));
   }
   for (const [key, row] of page.rows) {
     if (!seen.has(key)) {
       row.tr.remove();
       page.rows.delete(key);
-      page.history.delete(key);
     }
   }
   order.forEach((tr, i) => {

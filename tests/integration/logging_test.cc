@@ -110,10 +110,15 @@ TEST_F(LoggingTest, NoAccessLogMeansNoAccessLines) {
 TEST_F(LoggingTest, F8ControlBytesInAModelsErrorCannotForgeALogLine) {
   auto server = Serve({});
   ASSERT_TRUE(server.Start()) << server.Log();
-  // Cut inside its tensor data: the header check passes, llama.cpp's load then fails.
+  // One block more than its tensors hold: the header check passes, llama.cpp's load then fails
+  // ("missing tensor").
   const std::string name = "x\n2026-01-01T00:00:00.000 I [1] FORGED \x1b[2J.gguf";
-  const auto file = dir_.Write(
-      name, testing::ReadFile(testing::GeneratedModel("bert-tiny.gguf")).substr(0, 5'000'000));
+  std::string bytes = testing::ReadFile(testing::GeneratedModel("bert-tiny.gguf"));
+  const std::string key = "bert.block_count";
+  const size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at + key.size() + 4, 4, std::string("\x03\0\0\0", 4));  // u32 2 -> 3
+  const auto file = dir_.Write(name, bytes);
   testing::HttpClient http(server.port());
   const json load = {{"parameters",
                       {{"config", {{"backend", "llama"}, {"task", "embed"}, {"path", file}}}}}};

@@ -347,12 +347,7 @@ void ProcessSession::Supervise() {
       return;
     }
     if (worker.ok()) {
-      {
-        MutexLock lock(mu_);
-        current_ = *worker;
-        cv_.notify_all();
-      }
-      if (!first) {
+      if (!first) {  // the event first: whoever sees the new worker serve finds it recorded
         const auto ready = Clock::now();
         const std::string message =
             "pid " + std::to_string((*worker)->pid) + ", serving " + Millis(ready - exited_at) +
@@ -360,6 +355,11 @@ void ProcessSession::Supervise() {
             Millis(ready - spawned_at) + ")";
         spdlog::info("model {}: worker restarted: {}", model_.name, message);
         on_event_("worker_restarted", message);
+      }
+      {
+        MutexLock lock(mu_);
+        current_ = *worker;
+        cv_.notify_all();
       }
       if (const int64_t shed = shed_.load(); shed > 0) (void)Ask({.shed_bytes = shed});
       Watch(**worker);
@@ -372,33 +372,31 @@ void ProcessSession::Supervise() {
     exited_at = Clock::now();
     exits.push_back(exited_at);
     while (!exits.empty() && exited_at - exits.front() > kRestartWindow) exits.pop_front();
-    {
-      MutexLock lock(mu_);
-      NoteExit(reason, why);
-      if (exits.size() > static_cast<size_t>(kMaxRestarts)) {
-        failed_ = Unavailable(why + "; " + std::to_string(exits.size()) +
-                              " exits within a minute: no more restarts");
-        spdlog::error("model {}: {}", model_.name, failed_.message());
-        cv_.notify_all();
-      } else {
-        ++restarts_;
-      }
-    }
-    if (exits.size() > static_cast<size_t>(kMaxRestarts)) {
-      on_event_("worker_exited", why + "; " + std::to_string(exits.size()) +
-                                     " exits within a minute: no more restarts");
-      return;
-    }
+    const bool stop = exits.size() > static_cast<size_t>(kMaxRestarts);
     const int slow = static_cast<int>(exits.size()) - kQuickRestarts;
     const auto backoff = slow <= 0 ? 0ms
                                    : std::min<std::chrono::milliseconds>(
                                          100ms * (int64_t{1} << std::min(slow - 1, 10)), kMaxBackoff);
-    on_event_("worker_exited", why + "; restarting " +
-                                   (backoff.count() == 0 ? std::string("at once")
-                                                         : "in " + Millis(backoff)) +
-                                   " (exit " + std::to_string(exits.size()) +
-                                   " within a minute; the " + std::to_string(kMaxRestarts + 1) +
-                                   "th stops the restarts)");
+    const std::string stopped =
+        why + "; " + std::to_string(exits.size()) + " exits within a minute: no more restarts";
+    // The event before the state it explains: whoever sees the model failed finds it recorded.
+    on_event_("worker_exited",
+              stop ? stopped
+                   : why + "; restarting " +
+                         (backoff.count() == 0 ? std::string("at once") : "in " + Millis(backoff)) +
+                         " (exit " + std::to_string(exits.size()) + " within a minute; the " +
+                         std::to_string(kMaxRestarts + 1) + "th stops the restarts)");
+    {
+      MutexLock lock(mu_);
+      NoteExit(reason, why);
+      if (stop) {
+        failed_ = Unavailable(stopped);
+        spdlog::error("model {}: {}", model_.name, stopped);
+        cv_.notify_all();
+        return;
+      }
+      ++restarts_;
+    }
     if (WaitReadable(stop_.get(), backoff)) return;
   }
 }

@@ -18,6 +18,16 @@ bool IsGaugeCounter(std::string_view key) {
          key == "prompt_cache_limit_bytes";
 }
 
+void AddSessionCounts(std::map<std::string, int64_t>& into_counters,
+                      std::map<std::string, Histogram>& into_histograms,
+                      const std::map<std::string, int64_t>& counters,
+                      const std::map<std::string, Histogram>& histograms) {
+  for (const auto& [key, value] : counters) {
+    if (!IsGaugeCounter(key)) into_counters[key] += value;
+  }
+  for (const auto& [key, h] : histograms) into_histograms[key].Add(h);
+}
+
 std::unique_ptr<InferRequest> Session::WarmupRequest(int rows) const {
   auto request = std::make_unique<InferRequest>();
   for (const TensorSpec& spec : signature().inputs) {

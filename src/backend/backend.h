@@ -234,6 +234,11 @@ class Session {
 // rather than a count since the session was made. A model version's counts are carried across
 // its loads; its gauges are not.
 bool IsGaugeCounter(std::string_view key);
+// Adds one session's counts to a sum of others': each counter but the gauges, each histogram.
+void AddSessionCounts(std::map<std::string, int64_t>& into_counters,
+                      std::map<std::string, Histogram>& into_histograms,
+                      const std::map<std::string, int64_t>& counters,
+                      const std::map<std::string, Histogram>& histograms);
 
 class Backend {
  public:

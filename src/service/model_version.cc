@@ -189,8 +189,7 @@ ModelInfo ModelVersion::Snapshot() const {
   if (carried_) {
     if (!info.stats) info.stats = SchedulerStats{};
     AddCounts(*info.stats, carried_->stats);
-    for (const auto& [key, value] : carried_->counters) info.counters[key] += value;
-    for (const auto& [key, h] : carried_->histograms) info.histograms[key].Add(h);
+    AddSessionCounts(info.counters, info.histograms, carried_->counters, carried_->histograms);
   }
   info.last_minute = LastMinute(info);
   return info;
@@ -248,10 +247,7 @@ void ModelVersion::CarryRetired(const SchedulerStats& stats,
   MutexLock lock(carried_mu_);
   if (!carried_) carried_.emplace();
   AddCounts(carried_->stats, stats);
-  for (const auto& [key, value] : counters) {
-    if (!IsGaugeCounter(key)) carried_->counters[key] += value;
-  }
-  for (const auto& [key, h] : histograms) carried_->histograms[key].Add(h);
+  AddSessionCounts(carried_->counters, carried_->histograms, counters, histograms);
 }
 
 }  // namespace mmserve

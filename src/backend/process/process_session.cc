@@ -325,10 +325,8 @@ void ProcessSession::Watch(Worker& worker) {
   worker.exited = true;
   if (current_.get() == &worker) current_.reset();
   // Its counts stay counted: the next worker's start from zero.
-  for (const auto& [key, value] : engine_.counters) {
-    if (!IsGaugeCounter(key)) exited_engine_.counters[key] += value;
-  }
-  for (const auto& [key, h] : engine_.histograms) exited_engine_.histograms[key].Add(h);
+  AddSessionCounts(exited_engine_.counters, exited_engine_.histograms, engine_.counters,
+                   engine_.histograms);
   engine_ = {};
   NoteExit(worker.exit_reason, ExitMessage(worker.exit_reason));
   cv_.notify_all();

@@ -112,11 +112,6 @@ cv::Mat Resized(const cv::Mat& img, const PreprocessConfig& c, int interpolation
       break;
     }
   }
-  if (c.resize != Resize::kLetterbox) {
-    t.gain = std::min(t.scale_x, t.scale_y);
-    t.gain_offset_x = t.offset_x;
-    t.gain_offset_y = t.offset_y;
-  }
   if (c.resize == Resize::kNone || c.resize == Resize::kExact) {
     t.scale_x = static_cast<double>(sized.cols) / img.cols;
     t.scale_y = static_cast<double>(sized.rows) / img.rows;

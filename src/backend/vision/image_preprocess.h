@@ -21,8 +21,9 @@ namespace mmserve {
 // original_x = (network_x - offset_x) / scale_x, and the same for y.
 struct ImageTransform {
   double scale_x = 1, scale_y = 1, offset_x = 0, offset_y = 0;
-  // The same as one gain for both axes (postprocess box_scale: single_gain): a letterbox's
-  // ratio and its pad as Ultralytics' scale_boxes computes them; else the per-axis figures'.
+  // The same as one gain for both axes (postprocess box_scale: single_gain, which validation
+  // allows with a letterbox only): its ratio and its pad as Ultralytics' scale_boxes computes
+  // them, less a crop's offset.
   double gain = 1, gain_offset_x = 0, gain_offset_y = 0;
   int64_t width = 0, height = 0;          // of the original image
   int64_t net_width = 0, net_height = 0;  // of the network input

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include "common/strings.h"
@@ -55,6 +56,7 @@ std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegi
     PlanEntry entry{.model = m.name,
                     .version = m.version,
                     .startup = m.load == LoadMode::kStartup,
+                    .backend = m.backend,
                     .path = m.path};
     const DeviceMemory memory = MemoryOf(m, backends);
     auto backend = backends.Find(m.backend);
@@ -80,17 +82,15 @@ std::vector<DevicePlan> PlanMemory(const ServerConfig& config, const BackendRegi
 
 namespace {
 
-bool IsGguf(const std::string& path) {
-  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
-}
-
-// What shrinks a model's own estimate: the one command that quantizes a GGUF file, and the
-// llama params the KV cache depends on.
+// What shrinks a model's own estimate: the one command that quantizes a GGUF file (beside it,
+// "NAME-Q4_K_M.gguf"), and the llama params the KV cache depends on.
 void AdviseShrinking(const PlanEntry& e, std::ostream& out) {
-  if (IsGguf(e.path)) {
-    const std::string stem = e.path.substr(0, e.path.size() - 5);
+  if (e.backend == "llama") {
+    const std::filesystem::path in(e.path);
+    const auto quantized = in.parent_path() / (in.stem().string() + "-Q4_K_M.gguf");
     out << "    - quantize it (Q4_K_M is about a third of F16) and point its path at the "
-           "output:\n        mmserve quantize " << e.path << " " << stem << "-Q4_K_M.gguf Q4_K_M\n"
+           "output:\n        mmserve quantize " << e.path << " " << quantized.string()
+        << " Q4_K_M\n"
         << "    - a smaller params.n_ctx or n_parallel (its KV cache is part of the estimate)\n";
   } else {
     out << "    - a smaller or quantized model file, or fewer thread_num instances\n";

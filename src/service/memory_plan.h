@@ -24,7 +24,8 @@ struct PlanEntry {
   int64_t version = 0;
   bool startup = true;  // on-demand models are listed, not counted
   int64_t bytes = 0;
-  std::string path;     // the model file (for the advice: `mmserve quantize` takes GGUF files)
+  std::string backend;  // for the advice: `mmserve quantize` takes llama's (GGUF) files
+  std::string path;     // the model file
   std::string source;   // where the estimate came from, or why there is none
   // The config asks what the model file cannot do (an estimate refused as InvalidArgument, e.g.
   // batch_tiers that are not an OM's gears): serve would fail to load it.

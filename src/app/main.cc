@@ -11,7 +11,6 @@
 #include "app/remote.h"
 #include "app/server_builder.h"
 #include "backend/file_probe.h"
-#include "backend/llama/gguf_summary.h"
 #include "backend/llama/llama_quantize.h"
 #include "backend/process/worker_main.h"
 #include "build_info.h"  // generated: cmake/build_info.cmake
@@ -202,20 +201,18 @@ struct QuantizeCommand {
   int Run() const {
     mmserve::BuiltIns builtins;
     mmserve::RuntimeGuard guard;
-    const mmserve::Status done = [&]() -> mmserve::Status {
+    const auto done = [&]() -> mmserve::Result<mmserve::Quantized> {
       MMS_ASSIGN_OR_RETURN(mmserve::Backend * llama, builtins.backends.Find("llama"));
       MMS_ASSIGN_OR_RETURN(mmserve::RuntimeLease lease, guard.Acquire(llama->runtime(), 0));
       return mmserve::QuantizeGguf(in, out, type, threads);
     }();
     if (!done.ok()) {
-      std::cerr << "quantize: " << done.message() << "\n";
+      std::cerr << "quantize: " << done.status().message() << "\n";
       return 1;
     }
-    auto before = mmserve::ReadGguf(in);
-    auto after = mmserve::ReadGguf(out);
     std::cout << "wrote " << out << " (" << type << "): weights "
-              << mmserve::FormatMib(before.ok() ? before->weights_bytes : 0) << " -> "
-              << mmserve::FormatMib(after.ok() ? after->weights_bytes : 0)
+              << mmserve::FormatMib(done->weights_before) << " -> "
+              << mmserve::FormatMib(done->weights_after)
               << "; point the model's path at it and run `mmserve validate` for the plan\n";
     return 0;
   }

@@ -33,8 +33,8 @@ std::vector<std::string> QuantizeTypes() {
   return names;
 }
 
-Status QuantizeGguf(const std::string& in, const std::string& out, std::string_view type,
-                    int threads) {
+Result<Quantized> QuantizeGguf(const std::string& in, const std::string& out,
+                               std::string_view type, int threads) {
   const auto* found = std::find_if(kTypes.begin(), kTypes.end(),
                                    [&](const auto& t) { return t.first == type; });
   if (found == kTypes.end()) {
@@ -45,7 +45,7 @@ Status QuantizeGguf(const std::string& in, const std::string& out, std::string_v
   if (std::filesystem::equivalent(in, out, ec)) {
     return InvalidArgument("OUT is IN ('" + out + "'): write the quantized file elsewhere");
   }
-  MMS_RETURN_IF_ERROR(ReadGguf(in).status());
+  MMS_ASSIGN_OR_RETURN(const GgufSummary before, ReadGguf(in));
   const std::string part = out + ".part";
   llama_model_quantize_params params = llama_model_quantize_default_params();
   params.nthread = threads;
@@ -57,16 +57,18 @@ Status QuantizeGguf(const std::string& in, const std::string& out, std::string_v
     return Internal("llama.cpp could not quantize '" + in + "' to " + std::string(type) +
                     " (see its log above)");
   }
-  if (auto s = ReadGguf(part); !s.ok()) {  // what was written must read back as a model
+  auto after = ReadGguf(part);  // what was written must read back as a model
+  if (!after.ok()) {
     ::unlink(part.c_str());
-    return Internal("the quantized file does not read back: " + std::string(s.status().message()));
+    return Internal("the quantized file does not read back: " +
+                    std::string(after.status().message()));
   }
   std::filesystem::rename(part, out, ec);
   if (ec) {
     ::unlink(part.c_str());
     return Internal("cannot rename '" + part + "' to '" + out + "': " + ec.message());
   }
-  return Status::Ok();
+  return Quantized{.weights_before = before.weights_bytes, .weights_after = after->weights_bytes};
 }
 
 }  // namespace mmserve

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "common/result.h"
 
 namespace mmserve {
 
@@ -18,10 +18,15 @@ namespace mmserve {
 // matrix): Q4_K_M, Q8_0, F16...
 std::vector<std::string> QuantizeTypes();
 
+// The weights' bytes before and after, from the two files' headers.
+struct Quantized {
+  int64_t weights_before = 0, weights_after = 0;
+};
+
 // Quantizes `in` into `out` as `type` with `threads` threads (<= 0: all cores). The llama
 // runtime must be held by the caller (a RuntimeLease). InvalidArgument for an unknown type, the
 // same path twice or a bad input; Internal when llama.cpp fails.
-Status QuantizeGguf(const std::string& in, const std::string& out, std::string_view type,
-                    int threads);
+Result<Quantized> QuantizeGguf(const std::string& in, const std::string& out,
+                               std::string_view type, int threads);
 
 }  // namespace mmserve

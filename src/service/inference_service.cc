@@ -261,7 +261,13 @@ Status InferenceService::Admit(const std::shared_ptr<ModelVersion>& version,
                          "' was unloaded through the repository API; load it with `mmserve "
                          "load " + m.name + "` (POST /v2/repository/models/" + m.name + "/load)");
     case VersionState::kFailed:
-      if (!version->retry_at) break;
+      if (!version->retry_at) {
+        // An on-demand load just failed and its waiters are not answered yet: join them, so
+        // that a request in that window gets the same answer as theirs.
+        if (version->waiting.empty()) break;
+        version->waiting.push_back(std::move(request));
+        return Status::Ok();
+      }
       if (now < *version->retry_at) {
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(*version->retry_at - now);

@@ -96,9 +96,13 @@ Result<std::string> ModelDirYaml(const fs::path& dir, const std::string& single_
   if (ec || !fs::is_directory(root, ec)) return NotFound("no model directory " + dir.string());
   MMS_ASSIGN_OR_RETURN(auto entries, List(root));
   std::vector<ModelArg> models;
-  std::vector<std::string> skipped;
+  std::vector<std::string> skipped, versions;
   for (const auto& e : entries) {
     const fs::path& p = e.path();
+    if (e.is_directory(ec) && IsNumber(p.filename().string())) {
+      versions.push_back(p.filename().string());  // KServe's layout: versions of one model
+      continue;
+    }
     if (e.is_regular_file(ec) && IsSplitGguf(p)) {
       return InvalidArgument("model directory " + root.string() + ": " + p.filename().string() +
                              " is one part of a split GGUF file; merge the parts into one file "
@@ -115,6 +119,17 @@ Result<std::string> ModelDirYaml(const fs::path& dir, const std::string& single_
     } else {
       skipped.push_back(p.filename().string());
     }
+  }
+  if (!versions.empty()) {
+    if (!models.empty()) {
+      return InvalidArgument("model directory " + root.string() + " mixes version folders (" +
+                             Join(versions, ", ") + ") with models (" + models.front().name +
+                             (models.size() > 1 ? ", ..." : "") +
+                             "); version folders belong in a folder named after their model");
+    }
+    // The directory is one model whose numbered folders are its versions.
+    return Emit({{.name = single_name.empty() ? root.filename().string() : single_name,
+                  .path = root}});
   }
   if (models.empty()) {
     if (skipped.size() > 10) skipped.resize(10);

@@ -61,6 +61,26 @@ TEST_F(ModelDirTest, ModelNameRenamesTheOneModel) {
   EXPECT_THAT(two.status().message(), HasSubstr("holds 2 (model, other)"));
 }
 
+// KServe's storage initializer leaves one model's version folders at /mnt/models: the
+// directory is that model, its folders its versions.
+TEST_F(ModelDirTest, VersionFoldersAtTheTopAreVersionsOfOneModel) {
+  dir_.Write("1/model.onnx", "x");
+  dir_.Write("2/model.onnx", "x");
+  dir_.Write("config.pbtxt", "x");
+  const std::string root = fs::absolute(dir_.path()).lexically_normal().string();
+  auto named = ModelDirYaml(dir_.path(), "classifier");
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_THAT(Models(*named), ElementsAre(Pair("classifier", root)));
+  auto unnamed = ModelDirYaml(dir_.path(), "");
+  ASSERT_TRUE(unnamed.ok()) << unnamed.status().ToString();
+  EXPECT_THAT(Models(*unnamed), ElementsAre(Pair(dir_.path().filename().string(), root)));
+
+  dir_.Write("other.gguf", "x");  // versions and a model beside them: which is which?
+  auto mixed = ModelDirYaml(dir_.path(), "classifier");
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_THAT(mixed.status().message(), HasSubstr("mixes version folders (1, 2) with models"));
+}
+
 // KServe mounts a PVC's sub-path at /mnt/models: that may be the model file itself.
 TEST_F(ModelDirTest, OneModelFileIsThatModel) {
   const auto file = dir_.Write("embedder.gguf", "x");

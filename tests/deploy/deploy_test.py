@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """deploy/ checked without a cluster or a container daemon.
 
-Every kustomization is rendered with `kubectl kustomize` and its objects are checked against
-each other (selectors, named ports, volumes, the HPA's target). Then the server's real
-behaviour is checked against what the manifests promise: the binary is started with the
-ConfigMap's YAML, mounted the way the kubelet mounts it, and the Deployment's arguments; the
-probe paths, the health check of the Containerfile, the metrics the autoscaler reads, a
-ConfigMap update, and SIGTERM's drain against the grace period. The KServe ServingRuntime's
-arguments are run on a model directory. The runtime stage's files run the binary in a chroot.
+Every kustomization is rendered with `kubectl kustomize`; its objects' fields are checked
+against the API references' field lists (schemas.py) and against each other (selectors, named
+ports, volumes, the HPA's target, the images build-image.sh tags, the models the init container
+fetches). Then the server's real behaviour is checked against what the manifests promise: the
+init container's script fetches the models; the binary is started on them with the ConfigMap's
+YAML, mounted the way the kubelet mounts it, and the Deployment's arguments; the probe paths,
+the health check of the Containerfile, the metrics the autoscaler reads, a ConfigMap update,
+and SIGTERM's drain against the grace period. The KServe ServingRuntime's arguments are run on
+what the storage initializer leaves for each InferenceService, gRPC on its h2c port. The
+runtime stage's files run the binary in a chroot.
 
   deploy_test.py --source DIR --binary PATH --acl-sim-home DIR [--kubectl PATH]
 """
@@ -27,6 +30,9 @@ import urllib.error
 import urllib.request
 
 import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import schemas  # noqa: E402
 
 FAILURES = []
 
@@ -84,6 +90,11 @@ class Rendered:
     def of(self, kind):
         return [o for o in self.objects if o["kind"] == kind]
 
+    def one_named(self, kind, name):
+        found = [o for o in self.of(kind) if o["metadata"]["name"] == name]
+        check(len(found) == 1, f"expected one {kind} {name}, found {len(found)}")
+        return found[0] if found else {}
+
     def one(self, kind):
         found = self.of(kind)
         check(len(found) == 1, f"expected one {kind}, found {len(found)}")
@@ -99,12 +110,21 @@ API_VERSIONS = {
 }
 
 
-def check_overlay(name, r):
-    """The objects of one overlay agree with each other."""
+def check_fields(name, r):
+    """Every field of every object is one its kind has (tests/deploy/schemas.py)."""
     for o in r.objects:
         what = f"{name}: {o.get('kind')}/{o.get('metadata', {}).get('name')}"
         check(API_VERSIONS.get(o.get("kind")) == o.get("apiVersion"),
               f"{what}: apiVersion {o.get('apiVersion')}")
+        unknown = schemas.unknown_fields(o)
+        check(not unknown, f"{what}: fields its kind does not have: {unknown}")
+
+
+def check_overlay(name, r):
+    """The objects of one overlay agree with each other."""
+    check_fields(name, r)
+    for o in r.objects:
+        what = f"{name}: {o.get('kind')}/{o.get('metadata', {}).get('name')}"
         check(o["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "mmserve",
               f"{what}: label app.kubernetes.io/name")
     deployment = r.one("Deployment")
@@ -138,10 +158,13 @@ def check_overlay(name, r):
         if "persistentVolumeClaim" in volume:
             check(volume["persistentVolumeClaim"]["claimName"] in names,
                   f"{name}: PersistentVolumeClaim {volume['name']}")
-    mounts = {m["name"] for m in container["volumeMounts"]}
-    check(mounts <= {v["name"] for v in pod["spec"]["volumes"]}, f"{name}: mounts have volumes")
+    volumes = {v["name"] for v in pod["spec"]["volumes"]}
+    for c in pod["spec"]["containers"] + pod["spec"].get("initContainers", []):
+        check({m["name"] for m in c["volumeMounts"]} <= volumes,
+              f"{name}: {c['name']}'s mounts have volumes")
+    check_fetch_container(name, r, pod["spec"], container)
     # The drain ends before the kubelet's SIGKILL: preStop, then SIGTERM and drain_timeout.
-    config = yaml.safe_load(r.one("ConfigMap")["data"]["models.yaml"])
+    config = yaml.safe_load(r.one_named("ConfigMap", "mmserve-config")["data"]["models.yaml"])
     drain = duration_s(config["global"]["drain_timeout"])
     pre_stop = int(container["lifecycle"]["preStop"]["exec"]["command"][1])
     grace = pod["spec"]["terminationGracePeriodSeconds"]
@@ -149,6 +172,118 @@ def check_overlay(name, r):
                                     f"{drain} s")
     check(pod["spec"]["securityContext"]["runAsNonRoot"], f"{name}: runs as non-root")
     return deployment, config
+
+
+def check_fetch_container(name, r, pod, server):
+    """The init container fills the volume the server reads its models from, with the script
+    and sources of the ConfigMap it mounts, and every model models.yaml names is among them."""
+    fetch = next((c for c in pod.get("initContainers", []) if c["name"] == "fetch-models"), None)
+    if not check(fetch is not None, f"{name}: an init container fetch-models"):
+        return
+    mounts = {m["name"]: m for m in fetch["volumeMounts"]}
+    served = next(m for m in server["volumeMounts"] if m["name"] == "models")
+    check("models" in mounts and not mounts["models"].get("readOnly") and
+          mounts["models"]["mountPath"] == served["mountPath"] and served.get("readOnly"),
+          f"{name}: fetch-models writes the volume the server reads at {served['mountPath']}")
+    sources = next(v for v in pod["volumes"] if v["name"] == "sources")["configMap"]["name"]
+    data = next(o for o in r.of("ConfigMap") if o["metadata"]["name"] == sources)["data"]
+    at = mounts["sources"]["mountPath"]
+    check(fetch["command"] == ["sh", f"{at}/fetch-models.sh", f"{at}/models.txt",
+                               served["mountPath"]],
+          f"{name}: fetch-models runs the ConfigMap's script on its models.txt: "
+          f"{fetch['command']}")
+    listed = [line.split()[0] for line in data["models.txt"].splitlines()
+              if line.strip() and not line.startswith("#")]
+    config = yaml.safe_load(r.one_named("ConfigMap", "mmserve-config")["data"]["models.yaml"])
+    for m in config["models"]:
+        path = m["path"].removeprefix(served["mountPath"] + "/")
+        check(any(f == path or f.startswith(path.rstrip("/") + "/") for f in listed),
+              f"{name}: model {m['name']} ({m['path']}) is fetched by models.txt ({listed})")
+
+
+def fetch_models(script, sources_text, files, dest, tmp):
+    """Runs the ConfigMap's fetch-models.sh as the init container does, with each PATH's URL
+    replaced by a file:// URL of `files[PATH]` and its checksum. Returns (code, output)."""
+    lines = []
+    for line in sources_text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            path = line.split()[0]
+            digest = subprocess.run(["sha256sum", files[path]], capture_output=True,
+                                    text=True).stdout.split()[0]
+            line = f"{path} file://{files[path]} {digest}"
+        lines.append(line)
+    sources = os.path.join(tmp, "sources.txt")
+    with open(sources, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    script_path = os.path.join(tmp, "fetch-models.sh")
+    with open(script_path, "w") as f:
+        f.write(script)
+    out = subprocess.run(["sh", script_path, sources, dest], capture_output=True, text=True)
+    return out.returncode, out.stdout + out.stderr
+
+
+def check_fetch_script(r, source, tmp):
+    """The init container's script: it fetches and checks every file, keeps what is there,
+    and keeps nothing that fails its checksum or would land outside the volume."""
+    data = r.one_named("ConfigMap", "mmserve-model-sources")["data"]
+    generated = os.path.join(source, "models/generated")
+    files = {"embedder.gguf": os.path.join(generated, "bert-tiny.gguf"),
+             "reranker.gguf": os.path.join(generated, "rerank-tiny.gguf"),
+             "llm.gguf": os.path.join(generated, "llama-tiny.gguf")}
+    dest = os.path.join(tmp, "models")
+    code, out = fetch_models(data["fetch-models.sh"], data["models.txt"], files, dest, tmp)
+    check(code == 0, f"fetch-models.sh fetches the cpu overlay's models: {out}")
+    for path, origin in files.items():
+        check(open(os.path.join(dest, path), "rb").read() == open(origin, "rb").read(),
+              f"fetch-models.sh: {path} is the file its URL names")
+    code, out = fetch_models(data["fetch-models.sh"], data["models.txt"], files, dest, tmp)
+    check(code == 0 and out.count(": present") == len(files) and "from file" not in out,
+          f"fetch-models.sh: a restarted pod keeps the files it has: {out}")
+    bad = os.path.join(tmp, "bad-sources.txt")
+    script = os.path.join(tmp, "fetch-models.sh")
+    for line, why in ((f"x.gguf file://{files['llm.gguf']} {'0' * 64}", "checksum"),
+                      (f"../x.gguf file://{files['llm.gguf']} -", "without .."),
+                      ("x.gguf file:///nonexistent -", "from file")):
+        with open(bad, "w") as f:
+            f.write(line + "\n")
+        out = subprocess.run(["sh", script, bad, dest], capture_output=True, text=True)
+        check(out.returncode != 0 and why in out.stdout + out.stderr and
+              not os.path.exists(os.path.join(dest, "x.gguf")) and
+              not os.path.exists(os.path.join(dest, "x.gguf.part")),
+              f"fetch-models.sh refuses {line!r} and keeps nothing: {out.stderr}")
+    return dest
+
+
+def check_images(kubectl, source, tmp, overlays):
+    """Each image an overlay or KServe deploys is one deploy/build-image.sh builds: the script
+    is run with a builder that prints its arguments."""
+    builder = os.path.join(tmp, "builder")
+    with open(builder, "w") as f:
+        f.write('#!/bin/sh\necho "$@"\n')
+    os.chmod(builder, 0o755)
+    built = {}
+    for variant in ("cpu", "cuda", "cann"):
+        env = dict(os.environ, MMSERVE_BUILDER=builder, BASE="cann-base:1")
+        out = subprocess.run(["bash", os.path.join(source, "deploy/build-image.sh"), variant],
+                             capture_output=True, text=True, env=env)
+        args = out.stdout.split()
+        if check(out.returncode == 0 and "-t" in args, f"build-image.sh {variant}: {out}"):
+            built[args[args.index("-t") + 1]] = args
+    check("MMSERVE_CUDA=ON" in built.get("registry.example.com/mmserve:latest-cuda", []),
+          "build-image.sh cuda builds the CUDA variant")
+    check("MMSERVE_CANN=ON" in built.get("registry.example.com/mmserve:latest-cann", []),
+          "build-image.sh cann builds the CANN variant")
+    images = set()
+    for r in overlays + [Rendered(kubectl, os.path.join(source, "deploy/kserve"))]:
+        for o in r.objects:
+            spec = o.get("spec", {})
+            pod = spec.get("template", {}).get("spec", spec)
+            images.update(c["image"] for c in pod.get("containers", []))
+            if "predictor" in spec:
+                images.add(spec["predictor"]["model"].get("image"))
+    images.discard(None)
+    for image in sorted(images):
+        check(image in built, f"{image} is an image deploy/build-image.sh builds ({sorted(built)})")
 
 
 def containerfile(source):
@@ -238,17 +373,11 @@ def args_with(args, replacements):
     return out
 
 
-def check_server(binary, source, tmp, deployment, config_text, healthcheck):
-    """The cpu overlay's pod, run as a process: the ConfigMap's YAML at its mount path (models
-    from the volume mapped to the generated ones), the Deployment's args and environment."""
+def check_server(binary, source, tmp, deployment, config_text, healthcheck, models):
+    """The cpu overlay's pod, run as a process: the ConfigMap's YAML at its mount path (the
+    volume the init container filled at `models`), the Deployment's args and environment."""
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    models = os.path.join(tmp, "models")
-    os.makedirs(models)
-    generated = os.path.join(source, "models/generated")
-    for name, file in (("embedder", "bert-tiny"), ("reranker", "rerank-tiny"),
-                       ("llm", "llama-tiny")):
-        os.symlink(os.path.join(generated, file + ".gguf"), os.path.join(models, name + ".gguf"))
     mount = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == "models")
     config_mount = next(m["mountPath"] for m in container["volumeMounts"]
                         if m["name"] == "config")
@@ -357,45 +486,120 @@ def check_drain(server, port, pod, container, config_text):
     check(took >= 1.0, f"SIGTERM: the drain waited for the request in flight ({took:.1f} s)")
 
 
-def check_kserve(kubectl, binary, source, tmp):
-    """The ServingRuntime's arguments, run on what the storage initializer leaves."""
+def grpc_call(port, method, request=b""):
+    """One unary KServe v2 gRPC call with serialized messages (no stubs): the answer's bytes,
+    or None. It goes over HTTP/2 without TLS, which is what KServe's h2c port carries."""
+    import grpc
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_unary(f"/inference.GRPCInferenceService/{method}",
+                                   request_serializer=lambda b: b,
+                                   response_deserializer=lambda b: b)
+        try:
+            return call(request, timeout=10)
+        except grpc.RpcError as e:
+            print("  gRPC", method, e)
+            return None
+
+
+def run_runtime(binary, container, name, mnt, tmp, env=None):
+    """The ServingRuntime's container as a process, for the InferenceService `name`, on what
+    the storage initializer left in `mnt`: (server, http port, gRPC port), once ready."""
+    http_port = container["ports"][0]["containerPort"]
+    grpc_at = next(a for a in container["args"] if a.startswith("--grpc-port="))
+    port, grpc = free_port(), free_port()
+    args = [a.replace("{{.Name}}", name).replace("/mnt/models", mnt)
+            .replace(f"--port={http_port}", f"--port={port}")
+            .replace(grpc_at, f"--grpc-port={grpc}")
+            .replace("--host=0.0.0.0", "--host=127.0.0.1") for a in container["args"]]
+    env = dict(env or os.environ, MMSERVE_LOCK_DIR=os.path.join(tmp, "kserve-locks"))
+    server = Server(binary, args, os.path.join(tmp, f"kserve-{name}.log"), env)
+    path = container["readinessProbe"]["httpGet"]["path"]
+    wait_for(lambda: server.process.poll() is not None or http(port, path)[0] == 200, 60)
+    check(http(port, path)[0] == 200, f"KServe {name}: ready\n{server.text()[-2000:]}")
+    return server, port, grpc
+
+
+def check_kserve(kubectl, binary, source, tmp, acl_sim_home):
+    """The KServe objects' fields and ports, and the ServingRuntime's arguments run on what the
+    storage initializer leaves for each InferenceService."""
     r = Rendered(kubectl, os.path.join(source, "deploy/kserve"))
+    check_fields("kserve", r)
     runtime = r.one("ServingRuntime")
     spec = runtime.get("spec", {})
     formats = {f["name"] for f in spec.get("supportedModelFormats", [])}
     check({"gguf", "onnx", "om"} <= formats, f"ServingRuntime formats {formats}")
     check({"v2", "grpc-v2"} <= set(spec.get("protocolVersions", [])), "ServingRuntime protocols")
-    services = r.of("InferenceService")
-    check({s["spec"]["predictor"]["model"]["modelFormat"]["name"] for s in services} == formats,
+    services = {s["metadata"]["name"]: s["spec"]["predictor"]["model"]
+                for s in r.of("InferenceService")}
+    check({m["modelFormat"]["name"] for m in services.values()} == formats,
           "an InferenceService per format")
-    for s in services:
-        model = s["spec"]["predictor"]["model"]
-        check(model.get("runtime") == runtime["metadata"]["name"],
-              f"InferenceService {s['metadata']['name']} names the runtime")
     container = spec["containers"][0]
     http_port = container["ports"][0]["containerPort"]
     check(f"--port={http_port}" in container["args"], "the runtime's --port is its HTTP port")
-    mnt = os.path.join(tmp, "mnt-models")
+    grpc_port = int(next(a for a in container["args"] if a.startswith("--grpc-port="))
+                    .split("=")[1])
+    for name, model in services.items():
+        check(model.get("runtime") == runtime["metadata"]["name"],
+              f"InferenceService {name} names the runtime")
+        check(re.match(r"(https?|s3|gs|pvc|hf)://", model.get("storageUri", "")),
+              f"InferenceService {name}: a storageUri the storage initializer fetches")
+        # KServe routes one port: gRPC's must be named h2c, and be the server's gRPC port.
+        if model.get("protocolVersion") == "grpc-v2":
+            ports = model.get("ports", [])
+            check(len(ports) == 1 and ports[0].get("name") == "h2c" and
+                  ports[0].get("containerPort") == grpc_port,
+                  f"InferenceService {name}: grpc-v2 names the gRPC port {grpc_port} h2c "
+                  f"({ports})")
+    generated = os.path.join(source, "models/generated")
+
+    # The GGUF embedder: the storage initializer leaves the URL's file in /mnt/models.
+    mnt = os.path.join(tmp, "mnt-embedder")
     os.makedirs(mnt)
-    shutil.copy(os.path.join(source, "models/generated/bert-tiny.gguf"),
-                os.path.join(mnt, "embedder.gguf"))
-    port, grpc = free_port(), free_port()
-    args = [a.replace("{{.Name}}", "embedder").replace("/mnt/models", mnt)
-            .replace(f"--port={http_port}", f"--port={port}")
-            .replace("--grpc-port=9000", f"--grpc-port={grpc}")
-            .replace("--host=0.0.0.0", "--host=127.0.0.1") for a in container["args"]]
-    env = dict(os.environ, MMSERVE_LOCK_DIR=os.path.join(tmp, "kserve-locks"))
-    server = Server(binary, args, os.path.join(tmp, "kserve.log"), env)
+    shutil.copy(os.path.join(generated, "bert-tiny.gguf"),
+                os.path.join(mnt, services["embedder"]["storageUri"].rsplit("/", 1)[1]))
+    server, port, _ = run_runtime(binary, container, "embedder", mnt, tmp)
     try:
-        path = container["readinessProbe"]["httpGet"]["path"]
-        wait_for(lambda: server.process.poll() is not None or http(port, path)[0] == 200, 60)
-        ready = http(port, path)[0] == 200
-        check(ready, f"KServe runtime: ready\n{server.text()[-2000:]}")
         body = json.dumps({"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1],
                                        "data": ["hello"]}]}).encode()
         status, answer = http(port, "/v2/models/embedder/infer", body)
-        check(status == 200, f"KServe runtime: /v2/models/embedder/infer ({status} {answer})")
-        check(server.stop() == 0, "KServe runtime: SIGTERM exits 0")
+        check(status == 200, f"KServe embedder: /v2/models/embedder/infer ({status} {answer})")
+        check(server.stop() == 0, "KServe embedder: SIGTERM exits 0")
+    finally:
+        server.stop(signal.SIGKILL)
+
+    # The ONNX classifier: its archive unpacked into numbered version folders.
+    mnt = os.path.join(tmp, "mnt-classifier")
+    for v in ("1", "2"):
+        os.makedirs(os.path.join(mnt, v))
+        shutil.copy(os.path.join(generated, "classifier-tiny.onnx"),
+                    os.path.join(mnt, v, "model.onnx"))
+    server, port, _ = run_runtime(binary, container, "classifier", mnt, tmp)
+    try:
+        status, answer = http(port, "/v2/models/classifier")
+        versions = json.loads(answer).get("versions") if status == 200 else answer
+        check(versions == ["2"], f"KServe classifier: the latest version folder is served "
+                                 f"({status} {versions})")
+        status, _ = http(port, "/v2/models/classifier/versions/2/ready")
+        check(status == 200, f"KServe classifier: version 2 is ready ({status})")
+    finally:
+        server.stop(signal.SIGKILL)
+
+    # The OM detector on the simulated card, over gRPC on the port named h2c.
+    mnt = os.path.join(tmp, "mnt-detector")
+    os.makedirs(mnt)
+    with open(os.path.join(mnt, services["detector"]["storageUri"].rsplit("/", 1)[1]), "w") as f:
+        f.write("ACLSIM-OM 1\n" + json.dumps({
+            "soc_version": "Ascend910B", "work_size": 1 << 20, "weight_size": 1 << 20,
+            "inputs": [{"name": "x", "datatype": "FLOAT", "dims": [1, 8]}],
+            "outputs": [{"name": "y", "datatype": "FLOAT", "dims": [1, 8]}]}) + "\n")
+    server, _, grpc = run_runtime(binary, container, "detector", mnt, tmp,
+                                  dict(os.environ, ASCEND_HOME_PATH=acl_sim_home,
+                                       ACLSIM_SOC="Ascend910B"))  # the image's card
+    try:
+        name = b"detector"
+        ready = grpc_call(grpc, "ModelReady", b"\x0a" + bytes([len(name)]) + name)
+        check(ready == b"\x08\x01", f"KServe detector: ModelReady over gRPC says ready "
+                                     f"({ready!r})")
     finally:
         server.stop(signal.SIGKILL)
 
@@ -473,18 +677,27 @@ def main():
             r = Rendered(a.kubectl, os.path.join(overlays, name))
             if r.ok:
                 rendered[name] = (r, *check_overlay(name, r))
+        # The field check itself: a misspelt field of a rendered object is found.
+        spoilt = json.loads(json.dumps(rendered["cpu"][1]))
+        spoilt["spec"]["template"]["spec"]["containers"][0]["readinessprobe"] = {}
+        check(schemas.unknown_fields(spoilt) ==
+              ["Deployment.spec.template.spec.containers[0].readinessprobe"],
+              f"the field check finds a misspelt field: {schemas.unknown_fields(spoilt)}")
         print("Containerfile")
         cpu, cpu_deployment, _ = rendered["cpu"]
         healthcheck = check_containerfile(a.source, cpu_deployment)
+        print("the images the overlays deploy")
+        check_images(a.kubectl, a.source, tmp, [r for r, *_ in rendered.values()])
         print("the cpu overlay's pod, as a process")
-        config_text = cpu.one("ConfigMap")["data"]["models.yaml"]
-        check_server(a.binary, a.source, tmp, cpu_deployment, config_text, healthcheck)
+        config_text = cpu.one_named("ConfigMap", "mmserve-config")["data"]["models.yaml"]
+        models = check_fetch_script(cpu, a.source, tmp)
+        check_server(a.binary, a.source, tmp, cpu_deployment, config_text, healthcheck, models)
         print("the ascend overlay's YAML on the simulated card")
         ascend = rendered["ascend"][0]
         check_ascend_config(a.binary, a.source, tmp, a.acl_sim_home,
-                            ascend.one("ConfigMap")["data"]["models.yaml"], "/models")
+                            ascend.one_named("ConfigMap", "mmserve-config")["data"]["models.yaml"], "/models")
         print("KServe")
-        check_kserve(a.kubectl, a.binary, a.source, tmp)
+        check_kserve(a.kubectl, a.binary, a.source, tmp, a.acl_sim_home)
         print("the runtime stage's files")
         check_runtime_rootfs(a.binary, a.source, tmp)
     print(f"deploy_test: {len(FAILURES)} failed")

@@ -206,16 +206,10 @@ class LlamaSession final : public Session {
                                std::to_string(tokens[i]));
       }
     }
-    const auto n = static_cast<int32_t>(tokens.size());
-    std::string text(tokens.size() * 8 + 16, '\0');
-    int32_t len = llama_detokenize(vocab, tokens.data(), n, text.data(),
-                                   static_cast<int32_t>(text.size()), false, true);
-    if (len < 0) {
-      text.resize(static_cast<size_t>(-len));
-      len = llama_detokenize(vocab, tokens.data(), n, text.data(), -len, false, true);
-    }
-    if (len < 0) return Internal("llama.cpp could not detokenize the tokens");
-    text.resize(static_cast<size_t>(len));
+    // Each token's piece, special tokens as their text, joined as they are: llama-server's
+    // /detokenize. llama_detokenize would also drop a leading space and respace BERT's pieces.
+    std::string text;
+    for (const int32_t token : tokens) text += TokenPiece(vocab, token);
     return text;
   }
   int64_t context_length() const override { return context_length_; }

@@ -251,8 +251,8 @@ TEST(IsolationTest, TenCrashesAnswerWithTheSignalAndLeaveNothingBehind) {
   auto restarted = events("worker_restarted");
   ASSERT_EQ(restarted.size(), 10u);
   EXPECT_THAT(restarted[0], ::testing::ContainsRegex("^pid [0-9]+, serving [0-9]+ ms after the "
-                                                     "exit \\(back-off 0 ms, start and load "
-                                                     "[0-9]+ ms\\)$"));
+                                                     "exit \\(back-off 0 ms, process start "
+                                                     "[0-9]+ ms, model load [0-9]+ ms\\)$"));
 
   // The eleventh exit within a minute: no more restarts. The model says so in the index and in
   // every answer, and the others serve on.

@@ -347,10 +347,12 @@ void ProcessSession::Supervise() {
     if (worker.ok()) {
       if (!first) {  // the event first: whoever sees the new worker serve finds it recorded
         const auto ready = Clock::now();
+        const auto load = std::min<Clock::duration>(
+            std::chrono::microseconds((*worker)->facts.load_us), ready - spawned_at);
         const std::string message =
             "pid " + std::to_string((*worker)->pid) + ", serving " + Millis(ready - exited_at) +
-            " after the exit (back-off " + Millis(spawned_at - exited_at) + ", start and load " +
-            Millis(ready - spawned_at) + ")";
+            " after the exit (back-off " + Millis(spawned_at - exited_at) + ", process start " +
+            Millis(ready - spawned_at - load) + ", model load " + Millis(load) + ")";
         spdlog::info("model {}: worker restarted: {}", model_.name, message);
         on_event_("worker_restarted", message);
       }

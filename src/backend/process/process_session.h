@@ -38,7 +38,7 @@ namespace mmserve {
 // What the supervisor reports beyond a request's answer, for the server's event log: kind
 // "worker_exited" (why — a signal or an exit code — and the delay before the next start, or
 // that restarts stopped) and "worker_restarted" (the new pid and how long the model was without
-// a worker, split into the back-off and the new worker's start and load). Called on the
+// a worker, split into the back-off, the new process's start and its model load). Called on the
 // supervisor thread, with no lock of the session held.
 using WorkerEventSink = std::function<void(std::string kind, std::string message)>;
 

@@ -272,6 +272,7 @@ int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGu
   }
   RuntimeLease lease;
   bool host_memory = false;
+  const auto load_start = std::chrono::steady_clock::now();
   auto session =
       LoadFromSpec(args.control, backends, guard, lease, args.channels.size(), args.sandbox,
                    host_memory);
@@ -279,7 +280,14 @@ int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGu
     (void)WriteFrame(args.control, FrameKind::kFailed, EncodeStatus(session.status()));
     return 1;
   }
-  if (!WriteFrame(args.control, FrameKind::kReady, EncodeWorkerFacts(**session, host_memory)).ok()) return 1;
+  const auto load_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::steady_clock::now() - load_start)
+                           .count();
+  if (!WriteFrame(args.control, FrameKind::kReady,
+                  EncodeWorkerFacts(**session, host_memory, load_us))
+           .ok()) {
+    return 1;
+  }
   StartGate gate(args.channels.size(), args.sandbox);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < args.channels.size(); ++i) {

@@ -110,7 +110,7 @@ Result<ModelConfig> DecodeWorkerSpec(std::string_view payload) {
   });
 }
 
-std::string EncodeWorkerFacts(const Session& session, bool host_memory) {
+std::string EncodeWorkerFacts(const Session& session, bool host_memory, int64_t load_us) {
   const ModelSignature& sig = session.signature();
   json inputs = json::array(), outputs = json::array();
   for (const auto& t : sig.inputs) inputs.push_back(SpecJson(t));
@@ -124,7 +124,8 @@ std::string EncodeWorkerFacts(const Session& session, bool host_memory) {
                    {"context_length", session.context_length()},
                    {"executions_share_device", session.executions_share_device()},
                    {"host_memory", host_memory},
-                   {"continuous", session.style() == ExecutionStyle::kContinuous}});
+                   {"continuous", session.style() == ExecutionStyle::kContinuous},
+                   {"load_us", load_us}});
 }
 
 Result<WorkerFacts> DecodeWorkerFacts(std::string_view payload) {
@@ -140,6 +141,7 @@ Result<WorkerFacts> DecodeWorkerFacts(std::string_view payload) {
     f.executions_share_device = j.at("executions_share_device").get<bool>();
     f.host_memory = j.at("host_memory").get<bool>();
     f.continuous = j.at("continuous").get<bool>();
+    f.load_us = Int(j.at("load_us"), 0, INT64_MAX, "load_us");
     return f;
   });
 }

@@ -30,8 +30,11 @@ struct WorkerFacts {
   // measured, is what it costs the budget. Otherwise (a card) the session's figure is.
   bool host_memory = false;
   bool continuous = false;  // ExecutionStyle::kContinuous (generation)
+  // How long the worker took to load the model (its runtime and the backend's Load): the rest
+  // of a start is the process's own (exec, linking, handshake).
+  int64_t load_us = 0;
 };
-std::string EncodeWorkerFacts(const Session& session, bool host_memory);
+std::string EncodeWorkerFacts(const Session& session, bool host_memory, int64_t load_us);
 Result<WorkerFacts> DecodeWorkerFacts(std::string_view payload);
 
 }  // namespace mmserve

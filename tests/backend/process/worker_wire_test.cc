@@ -319,5 +319,23 @@ TEST(WorkerWireTest, TheSpecKeepsWhatShapesTheLoadAndGarbageIsAnError) {
   }
 }
 
+// What the worker tells the server once loaded, its load time included, survives the trip.
+TEST(WorkerSpecTest, FactsRoundTrip) {
+  class Loaded : public Session {
+   public:
+    const ModelSignature& signature() const override { return signature_; }
+    Result<std::unique_ptr<Instance>> CreateInstance(int) override { return nullptr; }
+    int64_t context_length() const override { return 512; }
+    int64_t resident_bytes() const override { return 0; }
+    ModelSignature signature_{.platform = "test"};
+  } session;
+  auto facts = DecodeWorkerFacts(EncodeWorkerFacts(session, /*host_memory=*/true, 1234567));
+  ASSERT_TRUE(facts.ok()) << facts.status().ToString();
+  EXPECT_EQ(facts->signature.platform, "test");
+  EXPECT_TRUE(facts->host_memory);
+  EXPECT_EQ(facts->context_length, 512);
+  EXPECT_EQ(facts->load_us, 1234567);
+}
+
 }  // namespace
 }  // namespace mmserve

@@ -132,165 +132,177 @@ std::string LowerContentType(const HttpRequest& request) {
 HttpRouter::HttpRouter(InferenceService& service, Options options)
     : service_(service),
       options_(std::move(options)),
-      openai_(std::make_unique<OpenAiApi>(service)) {}
+      openai_(std::make_unique<OpenAiApi>(service)) {
+  AddServerRoutes();
+  AddModelRoutes();
+  openai_->AddRoutes(routes_);
+}
 
 HttpRouter::~HttpRouter() = default;
 
 namespace {
 
-// The path's segments: "/v2/models/m/" → {"v2", "models", "m"}. Empty ones (a doubled or a
-// trailing slash) are dropped. Routing on segments keeps std::regex off the request path, and
-// the routes' segments fit without an allocation.
-using PathSegments = boost::container::small_vector<std::string_view, 8>;
-PathSegments Segments(std::string_view path) {
-  PathSegments out;
-  size_t at = 0;
-  while (at < path.size()) {
-    size_t end = path.find('/', at);
-    if (end == std::string_view::npos) end = path.size();
-    if (end > at) out.push_back(path.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
-}
-
-// /v2/repository/models/{m}/load|unload: the model's name, else "".
-std::string_view RepositoryModelOp(const PathSegments& s) {
-  const bool op = s.size() == 5 && s[0] == "v2" && s[1] == "repository" && s[2] == "models" &&
-                  (s[4] == "load" || s[4] == "unload");
-  return op ? s[3] : std::string_view();
-}
-
-// What a route needs: health probes are open; changing the served set is admin.
-Scope ScopeOf(const std::string& target) {
-  if (target.starts_with("/v2/health/") || target == "/health" || target == "/v1/health" ||
-      IsStatusPageFile(target)) {
-    return Scope::kOpen;
-  }
-  if (!target.starts_with("/v2/repository/")) return Scope::kInference;
-  const auto s = Segments(target);
-  const bool reload = s.size() == 3 && s[2] == "reload";
-  return reload || !RepositoryModelOp(s).empty() ? Scope::kAdmin : Scope::kInference;
+// `status` in the shape a route's errors take.
+HttpResponse StyledError(const Status& status, ErrorStyle style, unsigned v, bool ka) {
+  return style == ErrorStyle::kKServe ? ErrorResponse(status, v, ka)
+                                      : OpenAiApi::Error(status, style, v, ka);
 }
 
 }  // namespace
 
-void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection connection) {
-  const unsigned v = request.version();
-  const bool ka = request.keep_alive();
-  std::string target(request.target());
-  if (auto q = target.find('?'); q != std::string::npos) target.resize(q);
-  std::string_view authorization;
-  if (auto it = request.find(http::field::authorization); it != request.end()) {
-    authorization = std::string_view(it->value().data(), it->value().size());
-  }
-  if (Status allowed = options_.access.Check(ScopeOf(target), authorization); !allowed.ok()) {
-    HttpResponse res = OpenAiApi::Owns(target) ? OpenAiApi::Error(allowed, v, ka)
-                                               : ErrorResponse(allowed, v, ka);
-    if (allowed.code() == StatusCode::kUnauthenticated) {
-      res.set(http::field::www_authenticate, "Bearer");
-    }
-    return reply(std::move(res));
-  }
-  if (auto answer = ServerRoute(request, target)) return reply(std::move(*answer));
-  if (auto answer = StatusRoute(request, target, service_, options_.access)) {
-    return reply(std::move(*answer));
-  }
-  if (OpenAiApi::Owns(target)) {
-    return openai_->Handle(std::move(request), target, std::move(reply), std::move(connection));
-  }
-  if (target.starts_with("/v2/repository/")) {
-    return HandleRepository(std::move(request), target, std::move(reply), std::move(connection));
-  }
-  const auto seg = Segments(target);
-  if (seg.size() == 3 && seg[0] == "v2" && seg[1] == "jobs" &&
-      seg[2].find_first_not_of("0123456789abcdef") == std::string_view::npos) {
-    return HandleJob(request, std::string(seg[2]), reply);
-  }
-  if (seg.size() >= 3 && seg.size() <= 6 && seg[0] == "v2" && seg[1] == "models") {
-    const std::span<const std::string_view> segments(seg.data(), seg.size());
-    if (HandleModelPath(request, target, segments, reply, connection)) return;
-  }
-  reply(ErrorResponse(NotFound("no route for " + std::string(request.method_string()) + " " +
-                               target),
-                      v, ka));
+void HttpRouter::Add(std::string pattern, std::vector<http::verb> methods, Scope scope,
+                     std::function<void(RouteCall&)> handler) {
+  routes_.Add({.pattern = std::move(pattern),
+               .methods = std::move(methods),
+               .scope = scope,
+               .handler = std::move(handler)});
 }
 
-std::optional<HttpResponse> HttpRouter::ServerRoute(const HttpRequest& request,
-                                                    const std::string& target) const {
-  const unsigned v = request.version();
-  const bool ka = request.keep_alive();
-  const bool is_get = request.method() == http::verb::get;
-  if (target == "/health" || target == "/v1/health") {
-    const bool ready = service_.Ready();
-    return JsonResponse(ready ? http::status::ok : http::status::service_unavailable,
-                        DumpJson(json{{"status", ready ? "ok" : "not ready"}}), v, ka);
+void HttpRouter::AddServerRoutes() {
+  using http::verb;
+  // Probes: open to all, any method (load balancers differ).
+  for (const char* health : {"/health", "/v1/health"}) {
+    Add(health, {}, Scope::kOpen, [this](RouteCall& c) {
+      const bool ready = service_.Ready();
+      c.reply(JsonResponse(ready ? http::status::ok : http::status::service_unavailable,
+                           DumpJson(json{{"status", ready ? "ok" : "not ready"}}), c.version(),
+                           c.keep_alive()));
+    });
   }
-  if (target == "/metrics") {
-    if (!is_get) return MethodNotAllowed("GET", target, v, ka);
-    HttpResponse res(http::status::ok, v);
+  Add("/v2/health/live", {}, Scope::kOpen, [](RouteCall& c) {
+    c.reply(EmptyResponse(http::status::ok, c.version(), c.keep_alive()));
+  });
+  Add("/v2/health/ready", {}, Scope::kOpen, [this](RouteCall& c) {
+    c.reply(EmptyResponse(service_.Ready() ? http::status::ok : http::status::bad_request,
+                          c.version(), c.keep_alive()));
+  });
+  // The status page's files are open (the page asks for the key its data needs); its data is
+  // behind the inference key.
+  auto status = [this](RouteCall& c) {
+    c.reply(*StatusRoute(c.request, c.target, service_, options_.access));
+  };
+  for (const char* page : {"/", "/ui", "/ui/*"}) Add(page, {verb::get}, Scope::kOpen, status);
+  for (const char* data : {"/v2/devices", "/v2/events"}) {
+    Add(data, {verb::get}, Scope::kInference, status);
+  }
+  Add("/metrics", {verb::get}, Scope::kInference, [this](RouteCall& c) {
+    HttpResponse res(http::status::ok, c.version());
     res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    res.keep_alive(ka);
+    res.keep_alive(c.keep_alive());
     res.body() = PrometheusText(service_.ListModels(), options_.server_metrics
                                                           ? options_.server_metrics()
                                                           : ServerMetrics{});
     res.prepare_payload();
-    return res;
-  }
-  if (target == "/v2" || target == "/v2/") {
-    if (!is_get) return MethodNotAllowed("GET", target, v, ka);
+    c.reply(std::move(res));
+  });
+  Add("/v2", {verb::get}, Scope::kInference, [](RouteCall& c) {
     json extensions = json::array();
     for (auto e : kServerExtensions) extensions.push_back(e);
     json body = {{"name", kServerName}, {"version", kServerVersion}, {"extensions", extensions}};
-    return JsonResponse(http::status::ok, DumpJson(body), v, ka);
-  }
-  if (target == "/v2/health/live") return EmptyResponse(http::status::ok, v, ka);
-  if (target == "/v2/health/ready") {
-    return EmptyResponse(service_.Ready() ? http::status::ok : http::status::bad_request, v,
-                         ka);
-  }
-  if (target == "/v2/models/stats") {
-    if (!is_get) return MethodNotAllowed("GET", target, v, ka);
+    c.reply(JsonResponse(http::status::ok, DumpJson(body), c.version(), c.keep_alive()));
+  });
+  Add("/v2/models/stats", {verb::get}, Scope::kInference, [this](RouteCall& c) {
     json stats = json::array();
     for (const auto& info : service_.ListModels()) stats.push_back(ModelStatsJson(info));
-    return JsonResponse(http::status::ok, DumpJson(json{{"model_stats", stats}}), v, ka);
-  }
-  return std::nullopt;
+    c.reply(JsonResponse(http::status::ok, DumpJson(json{{"model_stats", stats}}), c.version(),
+                         c.keep_alive()));
+  });
 }
 
-bool HttpRouter::HandleModelPath(HttpRequest& request, const std::string& target,
-                                 std::span<const std::string_view> seg, HttpReply& reply,
-                                 HttpConnection& connection) {
-  static const std::set<std::string_view> kActions = {"ready", "infer", "stats", "config"};
-  const unsigned v = request.version();
-  const bool ka = request.keep_alive();
-  ModelRef ref{.name = seg[2]};
-  size_t next = 3;
-  if (seg.size() >= 5 && (seg[3] == "versions" || seg[3] == "labels")) {
-    if (seg[3] == "labels") {
-      ref.label = seg[4];
-    } else {
-      auto version = ParseVersion(seg[4], "model version");
-      if (!version.ok()) {
-        reply(ErrorResponse(version.status(), v, ka));
-        return true;
-      }
-      ref.version = *version;
+void HttpRouter::AddModelRoutes() {
+  using http::verb;
+  // /v2/models/{m}[/versions/{v} | /labels/{l}][/ready | /stats | /config | /infer]
+  for (const char* by : {"", "/versions/{}", "/labels/{}"}) {
+    const std::string model = std::string("/v2/models/{}") + by;
+    const char kind = by[0] == '\0' ? 'n' : by[1];  // name only, versions, labels
+    for (const char* action : {"", "ready", "stats", "config"}) {
+      Add(model + (*action ? "/" : "") + action, {verb::get}, Scope::kInference,
+          [this, kind, action = std::string(action)](RouteCall& c) {
+            auto ref = RefOf(c, kind);
+            if (!ref.ok()) return c.reply(ErrorResponse(ref.status(), c.version(), c.keep_alive()));
+            HandleModel(c.request, *ref, action, std::move(c.reply));
+          });
     }
-    next = 5;
+    Add(model + "/infer", {verb::post}, Scope::kInference, [this, kind](RouteCall& c) {
+      auto ref = RefOf(c, kind);
+      if (!ref.ok()) return c.reply(ErrorResponse(ref.status(), c.version(), c.keep_alive()));
+      HandleInfer(std::move(c.request), *ref, std::move(c.reply), std::move(c.connection));
+    });
   }
-  const bool has_action = seg.size() == next + 1 && kActions.contains(seg[next]);
-  if (seg.size() != next && !has_action) return false;
-  const std::string action = has_action ? std::string(seg[next]) : "";
-  const bool want_post = action == "infer";
-  if (request.method() != (want_post ? http::verb::post : http::verb::get)) {
-    reply(MethodNotAllowed(want_post ? "POST" : "GET", target, v, ka));
-  } else if (want_post) {
-    HandleInfer(std::move(request), ref, std::move(reply), std::move(connection));
-  } else {
-    HandleModel(request, ref, action, reply);
+  // The repository extension: the index is a read; changing the served set is admin.
+  Add("/v2/repository/index", {verb::post}, Scope::kInference,
+      [this](RouteCall& c) { HandleRepository(c, RepositoryOp::kIndex); });
+  Add("/v2/repository/reload", {verb::post}, Scope::kAdmin,
+      [this](RouteCall& c) { HandleRepository(c, RepositoryOp::kReload); });
+  Add("/v2/repository/models/{}/load", {verb::post}, Scope::kAdmin,
+      [this](RouteCall& c) { HandleRepository(c, RepositoryOp::kLoad); });
+  Add("/v2/repository/models/{}/unload", {verb::post}, Scope::kAdmin,
+      [this](RouteCall& c) { HandleRepository(c, RepositoryOp::kUnload); });
+  Add("/v2/jobs/{}", {verb::get, verb::delete_}, Scope::kInference, [this](RouteCall& c) {
+    const std::string_view id = c.args[0];
+    if (id.find_first_not_of("0123456789abcdef") != std::string_view::npos) {
+      return c.reply(ErrorResponse(NotFound("no job " + std::string(id)), c.version(),
+                                   c.keep_alive()));
+    }
+    HandleJob(c.request, std::string(id), c.reply);
+  });
+}
+
+Result<ModelRef> HttpRouter::RefOf(const RouteCall& call, char kind) {
+  ModelRef ref{.name = call.args[0]};
+  if (kind == 'l') ref.label = call.args[1];
+  if (kind == 'v') {
+    MMS_ASSIGN_OR_RETURN(ref.version, ParseVersion(call.args[1], "model version"));
   }
-  return true;
+  return ref;
+}
+
+void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection connection) {
+  RouteCall call{.request = std::move(request),
+                 .target = {},
+                 .args = {},
+                 .reply = std::move(reply),
+                 .connection = std::move(connection)};
+  call.target = std::string(call.request.target());
+  if (auto q = call.target.find('?'); q != std::string::npos) call.target.resize(q);
+  const unsigned v = call.version();
+  const bool ka = call.keep_alive();
+  auto match = routes_.Find(call.target);
+  // A path no route has: behind the inference key, in the shape its prefix's API uses.
+  const ErrorStyle style = match ? match->route->errors
+                           : call.target.starts_with("/v1/") ? ErrorStyle::kOpenAi
+                                                             : ErrorStyle::kKServe;
+  std::string_view authorization;
+  if (auto it = call.request.find(http::field::authorization); it != call.request.end()) {
+    authorization = std::string_view(it->value().data(), it->value().size());
+  }
+  const Scope scope = match ? match->route->scope : Scope::kInference;
+  if (Status allowed = options_.access.Check(scope, authorization); !allowed.ok()) {
+    HttpResponse res = StyledError(allowed, style, v, ka);
+    if (allowed.code() == StatusCode::kUnauthenticated) {
+      res.set(http::field::www_authenticate, "Bearer");
+    }
+    return call.reply(std::move(res));
+  }
+  const std::string method(call.request.method_string());
+  if (!match) {
+    return call.reply(StyledError(NotFound("no route for " + method + " " + call.target), style,
+                                  v, ka));
+  }
+  const Route& route = *match->route;
+  if (!route.methods.empty() && std::find(route.methods.begin(), route.methods.end(),
+                                          call.request.method()) == route.methods.end()) {
+    const std::string allowed = RouteTable::MethodsText(route);
+    if (style == ErrorStyle::kKServe) {
+      return call.reply(MethodNotAllowed(allowed, call.target, v, ka));
+    }
+    HttpResponse res =
+        StyledError(InvalidArgument("use " + allowed + " for " + call.target), style, v, ka);
+    res.result(http::status::method_not_allowed);
+    return call.reply(std::move(res));
+  }
+  call.args = std::move(match->args);
+  route.handler(call);
 }
 
 void HttpRouter::HandleModel(const HttpRequest& request, const ModelRef& ref,
@@ -393,28 +405,25 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
   service_.Submit(std::move(infer));
 }
 
-void HttpRouter::HandleRepository(HttpRequest request, const std::string& target,
-                                  HttpReply reply, HttpConnection connection) {
-  const unsigned v = request.version();
-  const bool ka = request.keep_alive();
-  if (request.method() != http::verb::post) {
-    return reply(MethodNotAllowed("POST", target, v, ka));
-  }
+void HttpRouter::HandleRepository(RouteCall& call, RepositoryOp op) {
+  const unsigned v = call.version();
+  const bool ka = call.keep_alive();
+  const HttpReply& reply = call.reply;
   json body = json::object();
-  if (!request.body().empty()) {
-    auto parsed = ParseJsonObject(request.body(), "request body");
+  if (!call.request.body().empty()) {
+    auto parsed = ParseJsonObject(call.request.body(), "request body");
     if (!parsed.ok()) return reply(ErrorResponse(parsed.status(), v, ka));
     body = std::move(*parsed);
   }
   // The change runs on the service's loader thread; its answer comes back to this strand.
-  auto answer = [dispatch = connection.dispatch, reply, v,
+  auto answer = [dispatch = call.connection.dispatch, reply, v,
                  ka](const Result<ReloadReport>& result) {
     dispatch([reply, v, ka, result] {
       if (!result.ok()) return reply(ErrorResponse(result.status(), v, ka));
       reply(JsonResponse(http::status::ok, DumpJson(ReportToJson(*result)), v, ka));
     });
   };
-  if (target == "/v2/repository/index" || target == "/v2/repository/index/") {
+  if (op == RepositoryOp::kIndex) {
     bool ready_only = false;
     if (body.contains("ready")) {
       if (!body["ready"].is_boolean()) {
@@ -433,13 +442,9 @@ void HttpRouter::HandleRepository(HttpRequest request, const std::string& target
     }
     return reply(JsonResponse(http::status::ok, DumpJson(index), v, ka));
   }
-  if (target == "/v2/repository/reload" || target == "/v2/repository/reload/") {
-    return service_.Reload(std::move(answer));
-  }
-  const auto seg = Segments(target);
-  const std::string name(RepositoryModelOp(seg));
-  if (name.empty()) return reply(ErrorResponse(NotFound("no route for POST " + target), v, ka));
-  if (seg[4] == "unload") return service_.UnloadModel(name, std::move(answer));
+  if (op == RepositoryOp::kReload) return service_.Reload(std::move(answer));
+  const std::string name(call.args[0]);
+  if (op == RepositoryOp::kUnload) return service_.UnloadModel(name, std::move(answer));
   // Triton's load: parameters.config is the model's configuration (here: a model entry as
   // under `models:` in the YAML), as a JSON object or a string holding one.
   std::optional<json> entry;

@@ -1,6 +1,8 @@
-// HttpRouter: the KServe v2 REST routes. Handle() runs on an I/O thread (a request with a
-// large body on a body thread) and calls `reply` once, at once or later (through `dispatch`,
-// on the connection's strand).
+// HttpRouter: every HTTP route, in one RouteTable (route_table.h): the KServe v2 REST routes,
+// the server's own (health, metrics, the status page) and OpenAiApi's. Handle() finds the
+// route, checks its scope and method, and runs its handler on an I/O thread (a request with a
+// large body on a body thread); the handler calls `reply` once, at once or later (through
+// `dispatch`, on the connection's strand).
 #pragma once
 
 #include <functional>
@@ -12,6 +14,7 @@
 #include "server/access.h"
 #include "server/http/http_response.h"
 #include "server/http/json_codec.h"
+#include "server/http/route_table.h"
 #include "server/prometheus.h"
 #include "service/inference_service.h"
 
@@ -33,22 +36,23 @@ class HttpRouter {
   void Handle(HttpRequest request, HttpReply reply, HttpConnection connection);
 
  private:
-  // The server's own routes (health, metrics, server metadata, statistics), or nullopt.
-  std::optional<HttpResponse> ServerRoute(const HttpRequest& request,
-                                          const std::string& target) const;
-  // /v2/models/{name}[/versions/{version} | /labels/{label}][/ready|/infer|/stats|/config]:
-  // false when `seg` is not one of these.
-  bool HandleModelPath(HttpRequest& request, const std::string& target,
-                       std::span<const std::string_view> seg, HttpReply& reply,
-                       HttpConnection& connection);
+  enum class RepositoryOp { kIndex, kReload, kLoad, kUnload };
+
+  // The routes above, into routes_ (the constructor; OpenAiApi adds its own): the server's own,
+  // then the models' (/v2/models, the repository, jobs).
+  void Add(std::string pattern, std::vector<boost::beast::http::verb> methods, Scope scope,
+           std::function<void(RouteCall&)> handler);
+  void AddServerRoutes();
+  void AddModelRoutes();
+  // The model a /v2/models route names: by name ('n'), version ('v') or label ('l').
+  static Result<ModelRef> RefOf(const RouteCall& call, char kind);
   void HandleModel(const HttpRequest& request, const ModelRef& ref, const std::string& action,
                    HttpReply reply);
   void HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply reply,
                    HttpConnection connection);
   // The repository extension: POST /v2/repository/index, /v2/repository/models/{m}/load and
   // /unload, and mmserve's /v2/repository/reload (re-read the YAML file).
-  void HandleRepository(HttpRequest request, const std::string& target, HttpReply reply,
-                        HttpConnection connection);
+  void HandleRepository(RouteCall& call, RepositoryOp op);
   // With the request parameter "async": true (or "Prefer: respond-async"): 202 with the job's
   // id and URL at once; GET /v2/jobs/{id} gives its status, then its result.
   void StartJob(std::unique_ptr<InferRequest> infer, int64_t model_version, unsigned version,
@@ -62,6 +66,7 @@ class HttpRouter {
   InferenceService& service_;  // not owned
   Options options_;
   std::unique_ptr<OpenAiApi> openai_;
+  RouteTable routes_;
 };
 
 }  // namespace mmserve

@@ -34,11 +34,11 @@ void AddDetails(const ModelInfo& m, json& item) {
   item["keep_alive"] = KeepAliveJson(m);
 }
 
-// GET /v1/models[/{id}]: every served model (or the one named) with its task and state; the
-// one named with its details.
-HttpResponse ListModels(const InferenceService& service, std::string_view target, unsigned v,
+// GET /v1/models[/{model}]: every served model (or `model`, when not empty) with its task and
+// state; the one named with its details.
+HttpResponse ListModels(const InferenceService& service, std::string_view model, unsigned v,
                         bool ka) {
-  const std::string only = target.size() > 11 ? std::string(target.substr(11)) : std::string();
+  const std::string only(model);
   json data = json::array();
   std::set<std::string> seen;
   for (const auto& info : service.ListModels()) {
@@ -70,38 +70,55 @@ HttpResponse ListModels(const InferenceService& service, std::string_view target
 
 }  // namespace
 
-HttpResponse OpenAiApi::Error(const Status& status, unsigned version, bool keep_alive) {
-  return ApiError(status, Dialect::kOpenAi, version, keep_alive);
+HttpResponse OpenAiApi::Error(const Status& status, ErrorStyle style, unsigned version,
+                              bool keep_alive) {
+  return ApiError(status, style == ErrorStyle::kTei ? Dialect::kTei : Dialect::kOpenAi, version,
+                  keep_alive);
 }
 
-bool OpenAiApi::Owns(std::string_view target) {
-  if (target.size() > 1 && target.back() == '/') target.remove_suffix(1);
-  return target.starts_with("/v1/") || target == "/rerank" || target == "/reranking" ||
-         target == "/embed" || target == "/tokenize" || target == "/detokenize" ||
-         target == "/apply-template";
-}
-
-void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply reply,
-                       HttpConnection connection) {
-  std::string_view target = path;
-  if (target.size() > 1 && target.back() == '/') target.remove_suffix(1);
-  const unsigned v = request.version();
-  const bool ka = request.keep_alive();
-  // TEI's routes: /embed, and /rerank with a body in TEI's shape (`texts`), as llama-server
-  // tells them apart. Known once the body is read; until then /rerank errors are OpenAI's.
-  Dialect dialect = target == "/embed" ? Dialect::kTei : Dialect::kOpenAi;
-  const bool models = target == "/v1/models" || target.starts_with("/v1/models/");
-  const std::string_view allowed = models ? "GET" : "POST";
-  if (request.method() != (models ? http::verb::get : http::verb::post)) {
-    HttpResponse res = ApiError(InvalidArgument("use " + std::string(allowed) + " for " + path),
-                                dialect, v, ka);
-    res.result(http::status::method_not_allowed);
-    return reply(std::move(res));
+void OpenAiApi::AddRoutes(RouteTable& table) {
+  for (const char* pattern : {"/v1/models", "/v1/models/{}"}) {
+    table.Add({.pattern = pattern,
+               .methods = {http::verb::get},
+               .errors = ErrorStyle::kOpenAi,
+               .handler = [this](RouteCall& c) {
+                 c.reply(ListModels(service_, c.args.empty() ? "" : c.args[0], c.version(),
+                                    c.keep_alive()));
+               }});
   }
-  if (models) return reply(ListModels(service_, target, v, ka));
+  const std::pair<const char*, Handler> kPosts[] = {
+      {"/v1/chat/completions", openai::HandleGeneration},
+      {"/v1/completions", openai::HandleGeneration},
+      {"/apply-template", openai::HandleGeneration},
+      {"/v1/embeddings", openai::HandleEmbeddings},
+      {"/embed", openai::HandleEmbeddings},
+      {"/v1/rerank", openai::HandleRerank},
+      {"/v1/reranking", openai::HandleRerank},
+      {"/rerank", openai::HandleRerank},
+      {"/reranking", openai::HandleRerank},
+      {"/tokenize", openai::HandleTokenize},
+      {"/detokenize", openai::HandleDetokenize}};
+  for (const auto& [pattern, handler] : kPosts) {
+    // TEI's /embed answers in TEI's shape; /rerank does once its body shows TEI's `texts`.
+    const ErrorStyle style =
+        std::string_view(pattern) == "/embed" ? ErrorStyle::kTei : ErrorStyle::kOpenAi;
+    table.Add({.pattern = pattern,
+               .methods = {http::verb::post},
+               .errors = style,
+               .handler = [this, style, handler = handler](RouteCall& c) {
+                 Post(c, style, handler);
+               }});
+  }
+}
 
-  auto parsed = ParseJsonObject(request.body(), "request body");
-  if (!parsed.ok()) return reply(ApiError(parsed.status(), dialect, v, ka));
+void OpenAiApi::Post(RouteCall& route, ErrorStyle style, Handler handler) {
+  std::string_view target = route.target;
+  if (target.size() > 1 && target.back() == '/') target.remove_suffix(1);
+  Dialect dialect = style == ErrorStyle::kTei ? Dialect::kTei : Dialect::kOpenAi;
+  const unsigned v = route.version();
+  const bool ka = route.keep_alive();
+  auto parsed = ParseJsonObject(route.request.body(), "request body");
+  if (!parsed.ok()) return route.reply(ApiError(parsed.status(), dialect, v, ka));
   const json body = std::move(*parsed);
   if ((target == "/rerank" || target == "/reranking") && body.contains("texts")) {
     dialect = Dialect::kTei;
@@ -112,20 +129,9 @@ void OpenAiApi::Handle(HttpRequest request, const std::string& path, HttpReply r
                           .version = v,
                           .keep_alive = ka,
                           .dialect = dialect,
-                          .reply = std::move(reply),
-                          .connection = std::move(connection)};
-  if (target == "/v1/chat/completions" || target == "/v1/completions" ||
-      target == "/apply-template") {
-    return openai::HandleGeneration(call);
-  }
-  if (target == "/v1/embeddings" || target == "/embed") return openai::HandleEmbeddings(call);
-  if (target == "/v1/rerank" || target == "/v1/reranking" || target == "/rerank" ||
-      target == "/reranking") {
-    return openai::HandleRerank(call);
-  }
-  if (target == "/tokenize") return openai::HandleTokenize(call);
-  if (target == "/detokenize") return openai::HandleDetokenize(call);
-  call.Fail(NotFound("no route for POST " + path));
+                          .reply = std::move(route.reply),
+                          .connection = std::move(route.connection)};
+  handler(call);
 }
 
 }  // namespace mmserve

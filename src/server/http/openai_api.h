@@ -21,23 +21,31 @@
 #include <string_view>
 
 #include "server/http/http_response.h"
+#include "server/http/route_table.h"
 #include "service/inference_service.h"
 
 namespace mmserve {
+namespace openai {
+struct Call;
+}
 
 class OpenAiApi {
  public:
   // `service` is not owned and outlives the API.
   explicit OpenAiApi(InferenceService& service) : service_(service) {}
 
-  // True when `target` (the path, without the query) is one of these routes.
-  static bool Owns(std::string_view target);
-  // `status` in the OpenAI error shape.
-  static HttpResponse Error(const Status& status, unsigned version, bool keep_alive);
-  void Handle(HttpRequest request, const std::string& target, HttpReply reply,
-              HttpConnection connection);
+  // Adds the routes above to `table` (scope: inference; errors in the OpenAI or TEI shape).
+  // The API outlives the table's use.
+  void AddRoutes(RouteTable& table);
+  // `status` in the error shape `style` names (kOpenAi or kTei).
+  static HttpResponse Error(const Status& status, ErrorStyle style, unsigned version,
+                            bool keep_alive);
 
  private:
+  using Handler = void (*)(const openai::Call&);
+  // A POST route: the body read as a JSON object, then `handler`.
+  void Post(RouteCall& route, ErrorStyle style, Handler handler);
+
   InferenceService& service_;  // not owned
 };
 

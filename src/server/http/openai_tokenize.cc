@@ -105,7 +105,7 @@ Result<std::vector<ContentPart>> ReadContent(const json& body) {
       parts.push_back({.text = &part.get_ref<const std::string&>()});
       bytes += parts.back().text->size();
       if (bytes > kMaxTokenizeBytes) {
-        return FieldError(field, "makes the texts " + std::to_string(bytes) +
+        return FieldError(field, (list ? "makes the texts " : "is ") + std::to_string(bytes) +
                                      " bytes; /tokenize takes at most " +
                                      std::to_string(kMaxTokenizeBytes));
       }

@@ -13,6 +13,7 @@
 #include "backend/file_probe.h"
 #include "backend/llama/llama_quantize.h"
 #include "backend/process/worker_main.h"
+#include "backend/vision/vision_session.h"
 #include "build_info.h"  // generated: cmake/build_info.cmake
 #include "common/strings.h"
 #include "common/logging.h"
@@ -148,7 +149,7 @@ struct WorkerCommand {
     if (!ParseFds(channels, args.channels) || !ParseFds(regions, args.regions)) return 1;
     mmserve::BuiltIns builtins;
     mmserve::RuntimeGuard guard;
-    return mmserve::RunWorker(args, builtins.backends, guard);
+    return mmserve::RunWorker(args, builtins.backends, guard, mmserve::WithImageStages);
   }
 };
 

@@ -328,7 +328,9 @@ Status Lifecycle::FinishLoad(ModelVersion& version, Backend& backend,
     MutexLock lock(version.mu);
     version.progress.reset();
   }
-  if (session.ok() && (m.preprocess || m.postprocess)) {
+  // The image stages wrap the network where it runs: an isolated model's worker wraps its own
+  // (RunWorker), so that its images are decoded there; in-process, here.
+  if (session.ok() && !InWorker(m.isolation) && (m.preprocess || m.postprocess)) {
     session = WithImageStages(std::move(*session), m);
   }
   MMS_RETURN_IF_ERROR(session.status());

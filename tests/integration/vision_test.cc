@@ -3,7 +3,10 @@
 // OM, and a classifier with the map form; real photos (opencv-doc's samples) over REST (binary
 // tensors and Content-Type: image/jpeg) and gRPC, compared with the Python reference (OpenCV's
 // bindings: the network and NMSBoxes); bad images answered 400 with the server unaffected.
+#include <signal.h>
+
 #include <cstring>
+#include <future>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -94,6 +97,19 @@ class VisionTest : public ::testing::Test {
                              "  - name: classifier\n    path: " +
                              testing::GeneratedModel("classifier-tiny.onnx") +
                              "\n    max_batch: 8\n"
+                             "    preprocess: {resize: {width: 32, height: 32},\n"
+                             "                 scale: 0.00392156862745098}\n"
+                             "    postprocess: {softmax: true, top_k: 3, labels: labels.txt}\n"
+                             // The same two in a worker process, and in a sandboxed one: their
+                             // images are decoded there.
+                             "  - name: person_det_isolated\n    path: " +
+                             testing::GeneratedModel("detector-tiny.onnx") +
+                             "\n    max_batch: 8\n    isolation: process\n"
+                             "    preprocess: resize_256_center_crop\n"
+                             "    postprocess: nms_threshold_0.45\n    timeout_ms: 5000\n"
+                             "  - name: classifier_sandboxed\n    path: " +
+                             testing::GeneratedModel("classifier-tiny.onnx") +
+                             "\n    max_batch: 8\n    isolation: sandbox\n"
                              "    preprocess: {resize: {width: 32, height: 32},\n"
                              "                 scale: 0.00392156862745098}\n"
                              "    postprocess: {softmax: true, top_k: 3, labels: labels.txt}\n"
@@ -402,6 +418,43 @@ TEST_F(VisionTest, F10TruncatedJpegsAre400AndPreprocessingStopsAtTheDeadline) {
   EXPECT_EQ(after["counters"]["images"], images_before) << after.dump();
   EXPECT_EQ(after["watchdog_reports"], 0);
   EXPECT_EQ(InferBinary("classifier", jpeg).status, 200);
+}
+
+// An isolated model's image stages run in its worker, so that a hostile image is decoded there,
+// never in the server: the answers equal the in-process model's, and a corrupt image sent while
+// the worker is stopped gets no 400 until the worker runs again (the server did not decode it).
+TEST_F(VisionTest, AnIsolatedModelsImagesAreDecodedInItsWorker) {
+  for (const char* photo : kPhotos) {
+    const std::string jpeg = testing::ReadFile(Photo(photo));
+    for (const auto& [plain, isolated] :
+         {std::pair{"person_det", "person_det_isolated"},
+          std::pair{"classifier", "classifier_sandboxed"}}) {
+      auto want = InferBinary(plain, jpeg);
+      auto got = InferBinary(isolated, jpeg);
+      ASSERT_EQ(got.status, 200) << isolated << " " << photo << ": " << got.body;
+      EXPECT_EQ(json::parse(got.body)["outputs"], json::parse(want.body)["outputs"])
+          << isolated << " " << photo;
+    }
+  }
+  const json stats = json::parse(client_->Get("/v2/models/person_det_isolated/stats").body);
+  const pid_t worker = stats["model_stats"][0]["mmserve"]["counters"]["worker_pid"];
+  ASSERT_GT(worker, 0) << stats.dump();
+  const std::string jpeg = testing::ReadFile(Photo("fruits.jpg"));
+  const std::string corrupt = jpeg.substr(0, jpeg.size() / 2) + "\xFF\xD9";
+  EXPECT_EQ(InferBinary("person_det", corrupt).status, 400) << "decoded in the server";
+  ASSERT_EQ(::kill(worker, SIGSTOP), 0);
+  auto pending = std::async(std::launch::async, [&] {
+    return InferBinary("person_det_isolated", corrupt);
+  });
+  const bool answered =
+      pending.wait_for(std::chrono::milliseconds(1500)) == std::future_status::ready;
+  ASSERT_EQ(::kill(worker, SIGCONT), 0);
+  auto late = pending.get();
+  EXPECT_FALSE(answered) << "the server answered a corrupt image its stopped worker never saw: "
+                         << late.body;
+  EXPECT_EQ(late.status, 400) << late.body;
+  EXPECT_THAT(late.body, HasSubstr("JPEG image that is truncated or corrupt"));
+  EXPECT_EQ(InferBinary("person_det_isolated", jpeg).status, 200);
 }
 
 // The acl backend runs the same stages: an OM-like detector on the simulated device, whose output

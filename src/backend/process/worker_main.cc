@@ -229,8 +229,9 @@ void ServeChannel(Session& session, int index, int fd, SharedRegion& region, Sta
 
 // The model's session, loaded as the server's spec says; the error is told to the server.
 Result<std::unique_ptr<Session>> LoadFromSpec(int control, const BackendRegistry& backends,
-                                              RuntimeGuard& guard, RuntimeLease& lease,
-                                              size_t channels, bool sandbox, bool& host_memory) {
+                                              const SessionStages& stages, RuntimeGuard& guard,
+                                              RuntimeLease& lease, size_t channels, bool sandbox,
+                                              bool& host_memory) {
   std::string payload;
   FrameReader reader;
   MMS_ASSIGN_OR_RETURN(FrameKind kind, reader.Read(control, payload));
@@ -248,12 +249,16 @@ Result<std::unique_ptr<Session>> LoadFromSpec(int control, const BackendRegistry
   MMS_ASSIGN_OR_RETURN(lease, guard.Acquire(backend->runtime(), model.device_id));
   auto memory = backend->runtime().Memory(model.device_id);
   host_memory = memory.ok() && memory->domain == "host";
-  return backend->Load(model);
+  MMS_ASSIGN_OR_RETURN(auto session, backend->Load(model));
+  if (!model.preprocess && !model.postprocess) return session;
+  if (!stages) return Unimplemented("worker: this binary runs no image stages");
+  return stages(std::move(session), model);
 }
 
 }  // namespace
 
-int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGuard& guard) {
+int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGuard& guard,
+              const SessionStages& stages) {
   // The parent-death signal was armed before exec; a server that died before that leaves this
   // process to init (or a subreaper), which is not the server that asked for it.
   if (::getppid() != args.parent || args.regions.size() != args.channels.size()) return 1;
@@ -274,8 +279,8 @@ int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGu
   bool host_memory = false;
   const auto load_start = std::chrono::steady_clock::now();
   auto session =
-      LoadFromSpec(args.control, backends, guard, lease, args.channels.size(), args.sandbox,
-                   host_memory);
+      LoadFromSpec(args.control, backends, stages, guard, lease, args.channels.size(),
+                   args.sandbox, host_memory);
   if (!session.ok()) {
     (void)WriteFrame(args.control, FrameKind::kFailed, EncodeStatus(session.status()));
     return 1;

@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "backend/backend_registry.h"
@@ -24,7 +26,13 @@ struct WorkerArgs {
 // returns, with everything torn down in reverse, once the server closes the control socket.
 // With `sandbox`, every instance is made first, then the process enters the sandbox
 // (sandbox.h), then the channels serve.
+// `stages` wraps the loaded session in what the model's config puts around it (the image
+// stages, vision_session.h): the same function the server applies in-process, so that an
+// isolated model's images are decoded here, in the worker, never in the server. May be empty.
 // The process's exit code: 0, or 1 when the parent is not the server or the load failed.
-int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGuard& guard);
+using SessionStages = std::function<Result<std::unique_ptr<Session>>(std::unique_ptr<Session>,
+                                                                     const ModelConfig&)>;
+int RunWorker(const WorkerArgs& args, const BackendRegistry& backends, RuntimeGuard& guard,
+              const SessionStages& stages);
 
 }  // namespace mmserve

@@ -40,6 +40,110 @@ std::vector<int> Int32s(const json& list, const char* what) {
   return out;
 }
 
+double Double(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_number()) throw std::invalid_argument(std::string(key) + ": not a number");
+  return v.get<double>();
+}
+std::vector<double> Doubles(const json& j, const char* key) {
+  const json& list = j.at(key);
+  if (!list.is_array()) throw std::invalid_argument(std::string(key) + ": not a list");
+  std::vector<double> out;
+  for (const json& v : list) {
+    if (!v.is_number()) throw std::invalid_argument(std::string(key) + ": not a number");
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+// An enum sent as its integer value, checked against its last enumerator.
+template <typename E>
+E Enum(const json& j, const char* key, E last) {
+  return static_cast<E>(Int(j.at(key), 0, static_cast<int64_t>(last), key));
+}
+template <typename E>
+int64_t EnumValue(E e) {
+  return static_cast<int64_t>(e);
+}
+
+// The image stages travel as their parsed fields, so that the worker runs what the server
+// parsed and checked (a labels path stays the one the server resolved).
+json PreprocessJson(const PreprocessConfig& p) {
+  json j = {{"input", p.input},         {"resize", EnumValue(p.resize)},
+            {"width", p.width},         {"height", p.height},
+            {"short_side", p.short_side}, {"interpolation", p.interpolation},
+            {"pad", p.pad},             {"crop", p.crop},
+            {"crop_width", p.crop_width}, {"crop_height", p.crop_height},
+            {"color", EnumValue(p.color)}, {"scale", p.scale},
+            {"mean", p.mean},           {"std", p.std},
+            {"layout", EnumValue(p.layout)}, {"max_pixels", p.max_pixels}};
+  if (p.datatype) j["datatype"] = DataTypeName(*p.datatype);
+  return j;
+}
+PreprocessConfig ReadPreprocessJson(const json& j) {
+  using P = PreprocessConfig;
+  P p;
+  p.input = j.at("input").get<std::string>();
+  p.resize = Enum(j, "resize", P::Resize::kLetterbox);
+  p.width = Int32(j, "width", 0, 1 << 20);
+  p.height = Int32(j, "height", 0, 1 << 20);
+  p.short_side = Int32(j, "short_side", 0, 1 << 20);
+  p.interpolation = j.at("interpolation").get<std::string>();
+  p.pad = Double(j, "pad");
+  p.crop = j.at("crop").get<bool>();
+  p.crop_width = Int32(j, "crop_width", 0, 1 << 20);
+  p.crop_height = Int32(j, "crop_height", 0, 1 << 20);
+  p.color = Enum(j, "color", P::Color::kGray);
+  p.scale = Double(j, "scale");
+  p.mean = Doubles(j, "mean");
+  p.std = Doubles(j, "std");
+  p.layout = Enum(j, "layout", P::Layout::kNhwc);
+  p.max_pixels = Int(j.at("max_pixels"), 0, INT64_MAX, "max_pixels");
+  if (j.contains("datatype")) {
+    p.datatype = ParseDataType(j.at("datatype").get<std::string>());
+    if (!p.datatype) throw std::invalid_argument("datatype");
+  }
+  return p;
+}
+json PostprocessJson(const PostprocessConfig& p) {
+  return {{"kind", EnumValue(p.kind)},
+          {"output", p.output},
+          {"activation", EnumValue(p.activation)},
+          {"top_k", p.top_k},
+          {"format", EnumValue(p.format)},
+          {"boxes_output", p.boxes_output},
+          {"scores_output", p.scores_output},
+          {"box_format", EnumValue(p.box_format)},
+          {"normalized", p.normalized},
+          {"background", p.background},
+          {"score_threshold", p.score_threshold},
+          {"iou_threshold", p.iou_threshold},
+          {"class_aware", p.class_aware},
+          {"box_scale", EnumValue(p.box_scale)},
+          {"max_detections", p.max_detections},
+          {"labels", p.labels.string()}};
+}
+PostprocessConfig ReadPostprocessJson(const json& j) {
+  using P = PostprocessConfig;
+  P p;
+  p.kind = Enum(j, "kind", P::Kind::kDetect);
+  p.output = j.at("output").get<std::string>();
+  p.activation = Enum(j, "activation", P::Activation::kSigmoid);
+  p.top_k = Int32(j, "top_k", 0, 1 << 20);
+  p.format = Enum(j, "format", P::Format::kSsd);
+  p.boxes_output = j.at("boxes_output").get<std::string>();
+  p.scores_output = j.at("scores_output").get<std::string>();
+  p.box_format = Enum(j, "box_format", P::BoxFormat::kCxcywh);
+  p.normalized = j.at("normalized").get<bool>();
+  p.background = Int32(j, "background", -1, 1 << 20);
+  p.score_threshold = Double(j, "score_threshold");
+  p.iou_threshold = Double(j, "iou_threshold");
+  p.class_aware = j.at("class_aware").get<bool>();
+  p.box_scale = Enum(j, "box_scale", P::BoxScale::kSingleGain);
+  p.max_detections = Int32(j, "max_detections", 0, 1 << 20);
+  p.labels = j.at("labels").get<std::string>();
+  return p;
+}
+
 TensorSpec ReadSpec(const json& j) {
   TensorSpec t;
   t.name = j.at("name").get<std::string>();
@@ -84,6 +188,8 @@ std::string EncodeWorkerSpec(const ModelConfig& m) {
             {"params", m.params.value()}};
   if (m.dynamic_batch) j["dynamic_batch"] = *m.dynamic_batch;
   if (m.warmup) j["warmup"] = *m.warmup;
+  if (m.preprocess) j["preprocess"] = PreprocessJson(*m.preprocess);
+  if (m.postprocess) j["postprocess"] = PostprocessJson(*m.postprocess);
   return DumpJson(j);
 }
 
@@ -103,6 +209,8 @@ Result<ModelConfig> DecodeWorkerSpec(std::string_view payload) {
     m.thread_num = Int32(j, "thread_num", 1, 256);
     if (j.contains("dynamic_batch")) m.dynamic_batch = j.at("dynamic_batch").get<bool>();
     if (j.contains("warmup")) m.warmup = Int32(j, "warmup", 0, 100);
+    if (j.contains("preprocess")) m.preprocess = ReadPreprocessJson(j.at("preprocess"));
+    if (j.contains("postprocess")) m.postprocess = ReadPostprocessJson(j.at("postprocess"));
     const json& params = j.at("params");
     if (!params.is_object()) throw std::invalid_argument("params");
     m.params = Params(params, "params", std::make_shared<Params::Locations>());

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <tuple>
 
 #include "backend/process/worker_spec.h"
 
@@ -317,6 +318,76 @@ TEST(WorkerWireTest, TheSpecKeepsWhatShapesTheLoadAndGarbageIsAnError) {
     EXPECT_EQ(DecodeWorkerSpec(garbage).status().code(), StatusCode::kInvalidArgument) << garbage;
     EXPECT_EQ(DecodeWorkerFacts(garbage).status().code(), StatusCode::kInvalidArgument) << garbage;
   }
+}
+
+// The image stages travel with the spec, every field as the server parsed it: the worker wraps
+// the network in them, so that an isolated model's images are decoded there.
+TEST(WorkerSpecTest, TheImageStagesRoundTrip) {
+  ModelConfig m;
+  m.name = "det";
+  m.backend = "opencv";
+  PreprocessConfig pre;
+  pre.input = "images";
+  pre.resize = PreprocessConfig::Resize::kLetterbox;
+  pre.width = 640;
+  pre.height = 480;
+  pre.short_side = 7;
+  pre.interpolation = "area";
+  pre.pad = 0.5;
+  pre.crop = true;
+  pre.crop_width = 3;
+  pre.crop_height = 4;
+  pre.color = PreprocessConfig::Color::kBgr;
+  pre.scale = 0.25;
+  pre.mean = {1, 2, 3};
+  pre.std = {4, 5, 6};
+  pre.layout = PreprocessConfig::Layout::kNhwc;
+  pre.datatype = DataType::kFp16;
+  pre.max_pixels = 1234;
+  PostprocessConfig post;
+  post.kind = PostprocessConfig::Kind::kDetect;
+  post.output = "out";
+  post.activation = PostprocessConfig::Activation::kSigmoid;
+  post.top_k = 5;
+  post.format = PostprocessConfig::Format::kSsd;
+  post.boxes_output = "b";
+  post.scores_output = "s";
+  post.box_format = PostprocessConfig::BoxFormat::kCxcywh;
+  post.normalized = true;
+  post.background = 0;
+  post.score_threshold = 0.3;
+  post.iou_threshold = 0.6;
+  post.class_aware = false;
+  post.box_scale = PostprocessConfig::BoxScale::kSingleGain;
+  post.max_detections = 9;
+  post.labels = "/models/labels.txt";
+  m.preprocess = pre;
+  m.postprocess = post;
+  auto back = DecodeWorkerSpec(EncodeWorkerSpec(m));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE(back->preprocess && back->postprocess);
+  const PreprocessConfig& p = *back->preprocess;
+  EXPECT_EQ(std::tie(p.input, p.resize, p.width, p.height, p.short_side, p.interpolation, p.pad,
+                     p.crop, p.crop_width, p.crop_height, p.color, p.scale, p.mean, p.std,
+                     p.layout, p.datatype, p.max_pixels),
+            std::tie(pre.input, pre.resize, pre.width, pre.height, pre.short_side,
+                     pre.interpolation, pre.pad, pre.crop, pre.crop_width, pre.crop_height,
+                     pre.color, pre.scale, pre.mean, pre.std, pre.layout, pre.datatype,
+                     pre.max_pixels));
+  const PostprocessConfig& q = *back->postprocess;
+  EXPECT_EQ(std::tie(q.kind, q.output, q.activation, q.top_k, q.format, q.boxes_output,
+                     q.scores_output, q.box_format, q.normalized, q.background,
+                     q.score_threshold, q.iou_threshold, q.class_aware, q.box_scale,
+                     q.max_detections, q.labels),
+            std::tie(post.kind, post.output, post.activation, post.top_k, post.format,
+                     post.boxes_output, post.scores_output, post.box_format, post.normalized,
+                     post.background, post.score_threshold, post.iou_threshold,
+                     post.class_aware, post.box_scale, post.max_detections, post.labels));
+  std::string spec = EncodeWorkerSpec(m);
+  spec.replace(spec.find("\"resize\":3"), 10, "\"resize\":9");
+  EXPECT_THAT(std::string(DecodeWorkerSpec(spec).status().message()), HasSubstr("resize"))
+      << "an enum past its last value is refused";
+  EXPECT_FALSE(DecodeWorkerSpec(EncodeWorkerSpec(ModelConfig{}))->preprocess);
 }
 
 // What the worker tells the server once loaded, its load time included, survives the trip.

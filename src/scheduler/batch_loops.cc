@@ -190,6 +190,10 @@ void ModelScheduler::OnContinuousDone(int worker, Pending* p, Result<InferRespon
     active.erase(it);
     --executing_;
   }
+  if (!owned->done) {  // answered at its deadline by the watchdog; this result is discarded
+    cv_.notify_all();
+    return;
+  }
   {
     std::lock_guard lock(stats_mu_);
     ++stats_.inference_count;
@@ -224,6 +228,14 @@ void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
         request->done = [this, index, raw = p.get()](Result<InferResponse> result) {
           OnContinuousDone(index, raw, std::move(result));
         };
+        if (request->on_partial) {
+          p->partials = std::make_shared<PartialGate>();
+          request->on_partial = [gate = p->partials, inner = std::move(request->on_partial)](
+                                    const InferResponse& partial) {
+            std::lock_guard gate_lock(gate->mu);
+            return !gate->closed && inner(partial);
+          };
+        }
         admitted.push_back(std::move(request));
         active.emplace(p.get(), std::move(p));
         ++executing_;

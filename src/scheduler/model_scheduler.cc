@@ -505,6 +505,12 @@ Clock::time_point ModelScheduler::NextWatch(Clock::time_point now) const {
       next = std::min(next, r.deadline + r.paused_for + options_.watchdog_margin);
     }
   }
+  // Continuous: the sequences, each answered at its own deadline.
+  for (const auto& active : active_) {
+    for (const auto& [raw, p] : active) {
+      if (p->done) next = std::min(next, p->deadline);
+    }
+  }
   return std::max(next, now + 1ms);
 }
 
@@ -526,6 +532,19 @@ void ModelScheduler::CollectDead(Clock::time_point now, std::vector<Answer>& ans
     if (!r.active) continue;
     for (Pending* p : r.pendings) {
       if (!p->done || p->deadline > now) continue;
+      answers.push_back({p->ledger, std::move(p->done), Overrun(*p, now)});
+    }
+  }
+  // Sequences of a continuous instance likewise, at their deadline rather than at the step
+  // after it (a step may take hundreds of ms on a loaded machine). The Pending stays until the
+  // instance completes the sequence, so that its pointer is never reused meanwhile.
+  for (auto& active : active_) {
+    for (auto& [raw, p] : active) {
+      if (!p->done || p->deadline > now) continue;
+      if (p->partials) {
+        std::lock_guard gate_lock(p->partials->mu);
+        p->partials->closed = true;
+      }
       answers.push_back({p->ledger, std::move(p->done), Overrun(*p, now)});
     }
   }
@@ -561,7 +580,8 @@ void ModelScheduler::CollectHung(Clock::time_point now, std::vector<Answer>& ans
     } else {
       for (auto& entry : active_[w]) {
         auto& p = entry.second;
-        answers.push_back({p->ledger, std::move(p->done), hung, std::move(p)});
+        // One answered at its deadline already is not answered twice.
+        if (p->done) answers.push_back({p->ledger, std::move(p->done), hung, std::move(p)});
       }
       executing_ -= static_cast<int64_t>(active_[w].size());
       active_[w].clear();

@@ -20,7 +20,9 @@
 // an execution that returns after its deadline). It also reports an execution still running
 // `watchdog_margin` past its deadline once — model, version, batch size, stage, elapsed time —
 // opens the breaker and aborts the instance, which the worker then replaces. A continuous
-// (generation) instance ends its sequences at its next step past their deadline itself.
+// (generation) sequence is answered at its deadline too, even while a step runs: its partial
+// answers are closed first (none follows the 504), and the instance, whose next on_partial is
+// refused, ends the sequence; its own late end is discarded.
 //
 // Across models: with a PriorityGate (one per device), the model's priority is its level there;
 // while a more important model on the device is busy, the workers start nothing and an

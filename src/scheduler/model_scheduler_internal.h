@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "scheduler/model_scheduler.h"
@@ -20,6 +21,14 @@ struct ModelScheduler::Ledger {
   Clock::time_point started;  // execution start; epoch while queued
 };
 
+// A generation's partial answers, closed once the watchdog has answered it at its deadline: a
+// partial in flight finishes before the final answer goes out, and none follows it (the
+// instance sees its on_partial refuse, and ends the sequence).
+struct PartialGate {
+  std::mutex mu;
+  bool closed = false;  // guarded by mu
+};
+
 // A request from Enqueue() to Finish().
 struct ModelScheduler::Pending {
   std::unique_ptr<InferRequest> request;  // moved into a continuous instance when admitted
@@ -28,6 +37,7 @@ struct ModelScheduler::Pending {
   int level = kDefaultPriority;
   Clock::time_point arrival;  // the request's
   Clock::time_point deadline;
+  std::shared_ptr<PartialGate> partials;  // continuous, with on_partial: see PartialGate
 };
 
 // A request the watchdog answers, once it has released mu_.

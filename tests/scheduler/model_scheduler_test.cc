@@ -887,7 +887,11 @@ TEST(ModelSchedulerTest, AStuckGeneratorIsReportedWithItsSequencesTimeNotOneStep
   ASSERT_TRUE(scheduler.ok());
   Outcome stuck;
   ASSERT_TRUE((*scheduler)->Enqueue(Request(stuck, "stuck", Clock::now() + 100ms)).ok());
-  EXPECT_EQ(stuck.future.get().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(stuck.future.get().code(), StatusCode::kDeadlineExceeded);  // at its deadline
+  // The report follows, at deadline + margin.
+  for (int i = 0; i < 3000 && (*scheduler)->stats().watchdog_reports == 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
   // The sequence started before its deadline (else it would have been answered from the
   // queue) and is reported at deadline + margin or later: it has run more than the 50 ms margin,
   // a step 2 ms.
@@ -896,6 +900,83 @@ TEST(ModelSchedulerTest, AStuckGeneratorIsReportedWithItsSequencesTimeNotOneStep
   ASSERT_TRUE(std::regex_search(reason, ran, std::regex("has run ([0-9]+) ms"))) << reason;
   EXPECT_GE(std::stoi(ran[1]), 50) << reason;
   EXPECT_EQ((*scheduler)->stats().watchdog_reports, 1);
+}
+
+// A generator whose steps wait until the test lets them go; each step streams a partial to
+// each sequence and ends the sequence when its on_partial refuses.
+class HeldGeneratorSession final : public Session {
+ public:
+  const ModelSignature& signature() const override { return signature_; }
+  int64_t resident_bytes() const override { return 0; }
+  ExecutionStyle style() const override { return ExecutionStyle::kContinuous; }
+  Result<std::unique_ptr<Instance>> CreateInstance(int) override {
+    return std::unique_ptr<Instance>(std::make_unique<Generator>(*this));
+  }
+  void Release() { go_.set_value(); }
+  std::atomic<int> steps_done{0}, sequences_ended{0};
+
+ private:
+  class Generator final : public ContinuousInstance {
+   public:
+    explicit Generator(HeldGeneratorSession& s) : s_(s), go_(s.go_.get_future().share()) {}
+    int free_slots() const override { return sequences_.empty() ? 1 : 0; }
+    void Admit(std::unique_ptr<InferRequest> request) override {
+      sequences_.push_back(std::move(request));
+    }
+    bool idle() const override { return sequences_.empty(); }
+    void Step() override {
+      go_.wait();
+      for (auto& r : sequences_) {
+        if (!r->on_partial(InferResponse{})) {
+          r->done(Cancelled("the answer is no longer wanted"));
+          r.reset();
+          ++s_.sequences_ended;
+        }
+      }
+      std::erase(sequences_, nullptr);
+      ++s_.steps_done;
+    }
+    void CancelAll(const Status& status) override {
+      for (auto& r : sequences_) r->done(status);
+      sequences_.clear();
+    }
+
+   private:
+    HeldGeneratorSession& s_;
+    std::shared_future<void> go_;
+    std::vector<std::unique_ptr<InferRequest>> sequences_;
+  };
+  std::promise<void> go_;
+  ModelSignature signature_;
+};
+
+// #42: a generation past its deadline is answered 504 at the deadline, not when the step in
+// progress ends; no partial follows the answer, and the sequence's own end is not a second one.
+TEST(ModelSchedulerTest, AGenerationPastItsDeadlineIsAnsweredAtItNotAtItsNextStep) {
+  HeldGeneratorSession session;
+  auto opts = Opts();
+  opts.watchdog_margin = 600s;  // no hang report: the deadline alone answers
+  auto scheduler = ModelScheduler::Create(opts, session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome out;
+  std::atomic<int> partials{0};
+  auto request = Request(out, "gen", Clock::now() + 50ms);
+  request->on_partial = [&partials](const InferResponse&) {
+    ++partials;
+    return true;
+  };
+  ASSERT_TRUE((*scheduler)->Enqueue(std::move(request)).ok());
+  // The first step is held: only the deadline can answer.
+  const bool answered = out.future.wait_for(60s) == std::future_status::ready;
+  const int steps_at_answer = session.steps_done;
+  session.Release();  // before any ASSERT: the scheduler's worker waits on it
+  ASSERT_TRUE(answered) << "not answered while the step was held";
+  EXPECT_EQ(out.future.get().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(steps_at_answer, 0);
+  for (int i = 0; i < 3000 && session.sequences_ended == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(session.sequences_ended, 1) << "the closed gate ends the sequence";
+  EXPECT_EQ(partials, 0) << "no partial after the answer";
+  EXPECT_EQ((*scheduler)->stats().failure, 1);  // one answer, counted once
 }
 
 }  // namespace

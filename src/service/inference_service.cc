@@ -95,7 +95,9 @@ class InferenceService::InFlight {
     {
       MutexLock lock(version_->mu);
       version_->last_used = service_.time_.Now();
-      idle_now = --version_->in_flight == 0 && version_->config().keep_alive &&
+      const bool none = --version_->in_flight == 0;
+      if (none) version_->changed.notify_all();  // a drain waits for it
+      idle_now = none && version_->config().keep_alive &&
                  version_->config().keep_alive->count() == 0;
     }
     if (idle_now) service_.lifecycle_.WakeReaper();

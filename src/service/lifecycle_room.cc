@@ -177,14 +177,14 @@ Lifecycle::DrainResult Lifecycle::Drain(ModelVersion& victim, Clock::time_point 
     spdlog::info("model {}: draining {} request{} in flight to make room for {}",
                  victim.VersionName(), in_flight, in_flight == 1 ? "" : "s", for_whom);
   }
-  while (true) {
-    {
-      MutexLock lock(victim.mu);
-      if (victim.state != VersionState::kReady) return DrainResult::kLookAgain;  // unloaded
-      if (victim.in_flight == 0) return DrainResult::kDrained;  // Evict clears `draining`
-    }
-    if (Clock::now() >= until) break;
-    std::this_thread::sleep_for(1ms);
+  {
+    // Woken by the last request's answer or a state change, not by polling the loader thread.
+    MutexLock lock(victim.mu);
+    victim.changed.wait_until(lock, until, [&]() REQUIRES(victim.mu) {
+      return victim.state != VersionState::kReady || victim.in_flight == 0;
+    });
+    if (victim.state != VersionState::kReady) return DrainResult::kLookAgain;  // unloaded
+    if (victim.in_flight == 0) return DrainResult::kDrained;  // Evict clears `draining`
   }
   spdlog::info("model {}: still busy at the deadline of {}'s requests; it keeps serving",
                victim.VersionName(), for_whom);

@@ -117,6 +117,7 @@ void ModelVersion::TransitionLocked(VersionState to, std::string why, std::strin
   const VersionState from = state;
   state = to;
   reason = std::move(why);
+  changed.notify_all();
   if (kind.empty()) kind = EventKindOf(from, to);
   if (kind.empty()) return;
   std::string message = reason;

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <array>
+#include <condition_variable>
 #include <memory>
 #include <optional>
 #include <string>
@@ -171,6 +172,8 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   // Requests waiting for a load: in kLoadingOnDemand, kUnloading to kOnDemand, or draining.
   std::vector<std::unique_ptr<InferRequest>> waiting GUARDED_BY(mu);
   int64_t in_flight GUARDED_BY(mu) = 0;
+  // Notified when in_flight falls to 0 and at every state change: a drain waits on it.
+  mutable std::condition_variable_any changed;
   int64_t loads GUARDED_BY(mu) = 0;
   int64_t evictions GUARDED_BY(mu) = 0;
   std::chrono::nanoseconds last_load_time GUARDED_BY(mu){0};

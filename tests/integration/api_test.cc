@@ -277,6 +277,30 @@ TEST_F(ApiTest, RerankInJinaCohereAndTeiShapes) {
               1e-5);
 }
 
+// One route table (#42): a path with a trailing or doubled slash reaches the route it names,
+// which sees its own path; a wrong method is 405 in the route's API's shape; an unknown path is
+// 404 in its prefix's shape.
+TEST_F(ApiTest, EveryRouteIsFoundByItsSegments) {
+  for (const char* path : {"/v2/devices/", "//v2//events", "/ui//status.js", "/metrics/"}) {
+    EXPECT_EQ(client_->Get(path).status, 200) << path;
+  }
+  const json chat = {{"model", "llm"},
+                     {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                     {"max_tokens", 2}};
+  auto res = Post("/v1//chat/completions/", chat);
+  ASSERT_EQ(res.status, 200) << res.body;
+  EXPECT_EQ(Parse(res)["object"], "chat.completion") << "the chat route, not completions";
+  res = client_->Get("/v1/chat/completions");
+  EXPECT_EQ(res.status, 405);
+  EXPECT_THAT(Parse(res)["error"]["message"].get<std::string>(), HasSubstr("use POST"));
+  res = client_->Post("/v2/models/echo/ready", "");
+  EXPECT_EQ(res.status, 405) << res.body;
+  EXPECT_TRUE(Parse(res).contains("error")) << res.body;
+  EXPECT_EQ(client_->Get("/v1/nothing").status, 404);
+  EXPECT_TRUE(Parse(client_->Get("/v1/nothing"))["error"].is_object()) << "OpenAI's shape";
+  EXPECT_TRUE(Parse(client_->Get("/v2/nothing"))["error"].is_string()) << "KServe's shape";
+}
+
 TEST_F(ApiTest, ErrorsUseTheOpenAiShapeAndNameTheField) {
   auto error = [&](const json& body, const std::string& target = "/v1/chat/completions") {
     auto res = Post(target, body);

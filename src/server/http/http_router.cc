@@ -178,12 +178,21 @@ void HttpRouter::AddServerRoutes() {
   });
   // The status page's files are open (the page asks for the key its data needs); its data is
   // behind the inference key.
-  auto status = [this](RouteCall& c) {
-    c.reply(*StatusRoute(c.request, c.target, service_, options_.access));
+  // StatusRoute is given the route's own path, whatever slashes the client doubled or added.
+  auto status = [this](std::string pattern) {
+    return [this, pattern = std::move(pattern)](RouteCall& c) {
+      const std::string path = pattern == "/ui/*" ? "/ui/" + std::string(c.args[0]) : pattern;
+      auto res = StatusRoute(c.request, path, service_, options_.access);
+      c.reply(res ? std::move(*res)
+                  : ErrorResponse(NotFound("no route for GET " + c.target), c.version(),
+                                  c.keep_alive()));
+    };
   };
-  for (const char* page : {"/", "/ui", "/ui/*"}) Add(page, {verb::get}, Scope::kOpen, status);
+  for (const char* page : {"/", "/ui", "/ui/*"}) {
+    Add(page, {verb::get}, Scope::kOpen, status(page));
+  }
   for (const char* data : {"/v2/devices", "/v2/events"}) {
-    Add(data, {verb::get}, Scope::kInference, status);
+    Add(data, {verb::get}, Scope::kInference, status(data));
   }
   Add("/metrics", {verb::get}, Scope::kInference, [this](RouteCall& c) {
     HttpResponse res(http::status::ok, c.version());

@@ -105,15 +105,14 @@ void OpenAiApi::AddRoutes(RouteTable& table) {
     table.Add({.pattern = pattern,
                .methods = {http::verb::post},
                .errors = style,
-               .handler = [this, style, handler = handler](RouteCall& c) {
-                 Post(c, style, handler);
+               .handler = [this, style, handler = handler, path = pattern](RouteCall& c) {
+                 Post(c, path, style, handler);
                }});
   }
 }
 
-void OpenAiApi::Post(RouteCall& route, ErrorStyle style, Handler handler) {
-  std::string_view target = route.target;
-  if (target.size() > 1 && target.back() == '/') target.remove_suffix(1);
+void OpenAiApi::Post(RouteCall& route, std::string_view target, ErrorStyle style,
+                     Handler handler) {
   Dialect dialect = style == ErrorStyle::kTei ? Dialect::kTei : Dialect::kOpenAi;
   const unsigned v = route.version();
   const bool ka = route.keep_alive();

@@ -43,8 +43,9 @@ class OpenAiApi {
 
  private:
   using Handler = void (*)(const openai::Call&);
-  // A POST route: the body read as a JSON object, then `handler`.
-  void Post(RouteCall& route, ErrorStyle style, Handler handler);
+  // A POST route: the body read as a JSON object, then `handler`, which sees the route's own
+  // path as the target (whatever slashes the client doubled or added).
+  void Post(RouteCall& route, std::string_view target, ErrorStyle style, Handler handler);
 
   InferenceService& service_;  // not owned
 };

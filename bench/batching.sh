@@ -11,6 +11,9 @@
 #               2), and against max_batch 1 (the on/off ratio). Alternating rounds.
 #   latency     1 and 4 clients: p50 with max_queue_delay_ms 0 and BENCH_DELAY_MS against
 #               max_batch 1 (no batcher): what waiting for a batch adds at low load.
+#   stages      the same card and delay with `preprocess`: a 4x4 grey PNG per request (decoded,
+#               resized, normalized into the 16 floats) against the plain tensor model: the
+#               batcher's hold on a shared device must survive the image stages (#42).
 #
 #   bench/batching.sh   (BENCH_SECONDS=8 BENCH_ROUNDS=2 BENCH_LAUNCH_US BENCH_ROW_US BENCH_DELAY_MS)
 set -euo pipefail
@@ -31,6 +34,11 @@ ACLSIM-OM 1
  "dynamic_batch": [1, 2, 4, 8, 16, 32], "work_size": 1048576, "weight_size": 4194304,
  "scale": 1.0, "bias": 0.0, "latency_us": $LAUNCH_US, "latency_per_item_us": $ROW_US}
 OM
+# The same model taking a grey 4x4 image: one channel, NCHW.
+sed '/"inputs"/s/"dims": \[-1, 16\]/"dims": [-1, 1, 4, 4]/' "$TMP/encoder.om" >"$TMP/image.om"
+grep -q '"dims": \[-1, 1, 4, 4\]' "$TMP/image.om"
+/usr/bin/python3 -c 'import cv2, numpy as np, sys
+cv2.imwrite(sys.argv[1], (np.arange(16, dtype=np.uint8) * 16).reshape(4, 4))' "$TMP/row.png"
 # model NAME MAX_BATCH DELAY_MS: one YAML entry on the encoder.
 model() {
   cat <<YAML
@@ -48,6 +56,16 @@ YAML
   model batched 32 0
   model delayed 32 "$DELAY_MS"
   model unbatched 1 0
+  cat <<YAML
+  - name: stages
+    path: $TMP/image.om
+    thread_num: 2
+    max_batch: 32
+    max_queue_delay_ms: $DELAY_MS
+    warmup: 0
+    queue: {max_size: 100000}
+    preprocess: {resize: {width: 4, height: 4}, color: gray}
+YAML
 } >"$TMP/p9.yaml"
 python3 - >"$TMP/row.json" <<'PY'
 import json
@@ -66,11 +84,18 @@ load() {
   "$LOAD" --port "$PORT" --path "/v2/models/$1/infer" --body-file "$TMP/row.json" \
     --expect '"name":"y"' --concurrency "$2" --seconds "$SECS" --warmup 1
 }
-ON=(); DELAYED=(); OFF=()
+# The image model: each request one PNG body.
+load_image() {
+  "$LOAD" --port "$PORT" --path "/v2/models/$1/infer" --body-file "$TMP/row.png" \
+    --content-type image/png --expect '"name":"y"' --concurrency "$2" --seconds "$SECS" \
+    --warmup 1
+}
+ON=(); DELAYED=(); OFF=(); STAGES=()
 for _ in $(seq 1 "$ROUNDS"); do
   ON+=("$(load batched 64)")
   DELAYED+=("$(load delayed 64)")
   OFF+=("$(load unbatched 64)")
+  STAGES+=("$(load_image stages 64)")
 done
 LOW=()
 for c in 1 4; do
@@ -78,12 +103,14 @@ for c in 1 4; do
 done
 stop "$PID"
 
-python3 - "$ROUNDS" "$LAUNCH_US" "$ROW_US" "$DELAY_MS" "${ON[@]}" "${DELAYED[@]}" "${OFF[@]}" "${LOW[@]}" <<'PY'
+python3 - "$ROUNDS" "$LAUNCH_US" "$ROW_US" "$DELAY_MS" "${ON[@]}" "${DELAYED[@]}" "${OFF[@]}" "${LOW[@]}" \
+  "${STAGES[@]}" <<'PY'
 import json, statistics, sys
 rounds, launch, row, delay = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 runs = [json.loads(a) for a in sys.argv[5:]]
 on, delayed, off = runs[:rounds], runs[rounds:2 * rounds], runs[2 * rounds:3 * rounds]
-low = runs[3 * rounds:]
+low = runs[3 * rounds:3 * rounds + 6]
+stages = runs[3 * rounds + 6:]
 ideal = 32 / ((launch + 32 * row) / 1e6)
 ideal1 = 1 / ((launch + row) / 1e6)
 med = lambda rs, k='rps': statistics.median(r[k] for r in rs)
@@ -107,4 +134,12 @@ for i, clients in enumerate((1, 4)):
     print(f"| {clients} | {b:.2f} | {z:.2f} | {z - b:+.2f} | {d:.2f} | {d - b:+.2f} |")
 errors = sum(r['errors'] for r in low)
 print(f"| errors | {errors} | | | | |")
+print()
+print(f"P9 — the same batcher with image stages (a PNG decoded, resized and normalized per request), delay {delay} ms")
+print("| round | tensor model (rows/s) | of the ideal | with preprocess (rows/s) | of the ideal | ratio |")
+print("|---|---|---|---|---|---|")
+for i, (d, s) in enumerate(zip(delayed, stages), 1):
+    print(f"| {i} | {d['rps']:.0f} | {100*d['rps']/ideal:.1f} % | {s['rps']:.0f} | {100*s['rps']/ideal:.1f} % | {s['rps']/d['rps']:.2f}x |")
+print(f"| median | {med(delayed):.0f} | {100*med(delayed)/ideal:.1f} % | {med(stages):.0f} | {100*med(stages)/ideal:.1f} % | {med(stages)/med(delayed):.2f}x |")
+print(f"| errors | {sum(r['errors'] for r in delayed)} | | {sum(r['errors'] for r in stages)} | | |")
 PY

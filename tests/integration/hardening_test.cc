@@ -437,6 +437,25 @@ TEST_F(HardeningTest, D7AnHttp10ClientGetsAnUnchunkedEventStream) {
   EXPECT_THAT(all, HasSubstr("\"final\":true"));
 }
 
+// #42: handlers build answers without the HTTP version and keep-alive; the connection stamps
+// the request's on every answer: an HTTP/1.0 client gets HTTP/1.0 and a closed connection,
+// errors included; Connection: close on HTTP/1.1 closes after the answer.
+TEST_F(HardeningTest, EveryAnswerCarriesTheRequestsVersionAndKeepAlive) {
+  for (const std::string target : {"/v2/health/live", "/v2/models/stats", "/v2/nothing"}) {
+    RawConnection old(port());
+    ASSERT_TRUE(old.Send("GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"));
+    const std::string answer = old.ReadAll();  // returns once the server closes
+    EXPECT_THAT(answer, ::testing::StartsWith("HTTP/1.0 ")) << target;
+    EXPECT_THAT(answer, Not(HasSubstr("keep-alive"))) << target;
+  }
+  RawConnection closing(port());
+  ASSERT_TRUE(closing.Send("GET /v2/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                           "Connection: close\r\n\r\n"));
+  const std::string answer = closing.ReadAll();
+  EXPECT_THAT(answer, ::testing::StartsWith("HTTP/1.1 404"));
+  EXPECT_THAT(answer, HasSubstr("Connection: close"));
+}
+
 TEST_F(HardeningTest, D7Expect100ContinueIsHonoured) {
   RawConnection c(port());
   const std::string body = R"({"inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[3]}]})";

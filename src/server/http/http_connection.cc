@@ -45,15 +45,9 @@ constexpr auto kDrainTimeout = std::chrono::seconds(10);
 // a millisecond for any JSON. A larger one goes to the body threads (FrontendShared).
 constexpr size_t kInlineBodyBytes = 16 * 1024;
 
-// Liveness and readiness probes are answered whatever the load: an orchestrator that cannot
-// reach them restarts a server that is merely busy.
-bool IsHealthProbe(const http::request<http::string_body>& req) {
-  return req.method() == http::verb::get && req.target().starts_with("/v2/health/");
-}
-
 // 503 (with Retry-After): the server is at a limit; the client should come back shortly.
 HttpResponse Overloaded(const std::string& why) {
-  return ErrorResponse(Unavailable(why), 11, false);
+  return ForRequest(ErrorResponse(Unavailable(why)), 11, false);
 }
 
 class Connection;
@@ -168,22 +162,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
     shared_.in_progress.Begin();
     const int64_t handling = ++shared_.handling;
     if (ec == http::error::body_limit) {
-      return Write(ErrorResponse(
-                       ResourceExhausted("request body exceeds the limit of " +
-                                         std::to_string(shared_.max_body_bytes) +
-                                         " bytes (global.max_request_mb)"),
-                       11, false),
-                   http::status::payload_too_large);
+      const Status too_big = ResourceExhausted("request body exceeds the limit of " +
+                                               std::to_string(shared_.max_body_bytes) +
+                                               " bytes (global.max_request_mb)");
+      return Write(ForRequest(ErrorResponse(too_big), 11, false), http::status::payload_too_large);
     }
     if (ec) {
-      return Write(ErrorResponse(
-          InvalidArgument("malformed HTTP request: " + ec.message()), 11, false));
+      return Write(ForRequest(
+          ErrorResponse(InvalidArgument("malformed HTTP request: " + ec.message())), 11, false));
     }
     origin_.clear();
     if (auto it = parser_->get().find(http::field::origin); it != parser_->get().end()) {
       origin_ = std::string(it->value());
     }
-    const bool probe = IsHealthProbe(parser_->get());
+    const bool probe = RequestPolicy::IsHealthProbe(parser_->get());
     if (refuse_ && !probe) {
       shared_.refused_connections++;
       return Write(Overloaded("too many connections (global.max_connections is " +
@@ -206,6 +198,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Published with the release: a thread that claims the answer sees this request's state.
     answer_state_.store(kPending, std::memory_order_release);
     request_version_ = parser_->get().version();
+    request_keep_alive_ = parser_->get().keep_alive();
     auto [request_id, route] = AccessFields(parser_->get());
     request_bytes_ = parser_->get().body().size();
     if (request_bytes_ <= kInlineBodyBytes) {
@@ -227,10 +220,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Hands request number `request` to the router. On the strand, or on a body thread.
   void Route(HttpRequest req, uint64_t request, std::string request_id, std::string route) {
     auto self = shared_from_this();
+    const unsigned version = req.version();
+    const bool keep_alive = req.keep_alive();
     try {
       shared_.router.Handle(
           std::move(req),
-          [self](HttpResponse res) {
+          [self, version, keep_alive](HttpResponse res) {
+            res = ForRequest(std::move(res), version, keep_alive);
             if (t_answering == self.get()) return self->WriteHere(std::move(res));
             net::dispatch(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
               if (!self->poisoned_) self->Write(std::move(res));
@@ -252,7 +248,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     int pending = kPending;  // unless a worker writes the answer already
     if (responded_ != request &&
         answer_state_.compare_exchange_strong(pending, kOpen, std::memory_order_acquire)) {
-      Write(ErrorResponse(Internal("unexpected error: " + what), request_version_, false));
+      Write(ForRequest(ErrorResponse(Internal("unexpected error: " + what)), request_version_,
+                       false));
     }
     poisoned_ = true;
   }
@@ -359,6 +356,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void StreamStart(HttpResponse headers) {
     responded_ = requests_;
+    headers = ForRequest(std::move(headers), request_version_, request_keep_alive_);
     if (shared_.draining) headers.keep_alive(false);
     stream_keep_alive_ = headers.keep_alive();
     header_.emplace(headers.result(), headers.version());
@@ -588,6 +586,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t requests_ = 0;   // requests read on this connection (strand only)
   size_t request_bytes_ = 0;  // the current request's body size (strand only)
   unsigned request_version_ = 11;  // the current request's HTTP version (strand only)
+  bool request_keep_alive_ = true;  // and whether it keeps the connection open
   uint64_t responded_ = 0;  // the last one whose answer started (strand only)
 };
 

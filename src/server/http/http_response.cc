@@ -52,19 +52,23 @@ http::status HttpStatusFor(StatusCode code) {
   return http::status::internal_server_error;
 }
 
-HttpResponse JsonResponse(http::status code, std::string body, unsigned version,
-                          bool keep_alive) {
-  HttpResponse res(code, version);
+HttpResponse JsonResponse(http::status code, std::string body) {
+  HttpResponse res(code, 11);
   res.set(http::field::content_type, "application/json");
-  res.keep_alive(keep_alive);
   res.body() = std::move(body);
   res.prepare_payload();
   return res;
 }
 
-HttpResponse EmptyResponse(http::status code, unsigned version, bool keep_alive) {
-  HttpResponse res(code, version);
-  res.keep_alive(keep_alive);
+HttpResponse ForRequest(HttpResponse res, unsigned version, bool keep_alive) {
+  const bool keep = keep_alive && res.keep_alive();
+  res.version(version);
+  res.keep_alive(keep);
+  return res;
+}
+
+HttpResponse EmptyResponse(http::status code) {
+  HttpResponse res(code, 11);
   res.prepare_payload();
   return res;
 }
@@ -77,17 +81,15 @@ void MarkRetryable(HttpResponse& response, const Status& status) {
   }
 }
 
-HttpResponse ErrorResponse(const Status& status, unsigned version, bool keep_alive) {
+HttpResponse ErrorResponse(const Status& status) {
   nlohmann::json body = {{"error", std::string(status.message())}};
-  HttpResponse res = JsonResponse(HttpStatusFor(status.code()), DumpJson(body), version, keep_alive);
+  HttpResponse res = JsonResponse(HttpStatusFor(status.code()), DumpJson(body));
   MarkRetryable(res, status);
   return res;
 }
 
-HttpResponse MethodNotAllowed(const std::string& allowed, const std::string& what,
-                              unsigned version, bool keep_alive) {
-  HttpResponse res =
-      ErrorResponse(InvalidArgument("use " + allowed + " for " + what), version, keep_alive);
+HttpResponse MethodNotAllowed(const std::string& allowed, const std::string& what) {
+  HttpResponse res = ErrorResponse(InvalidArgument("use " + allowed + " for " + what));
   res.result(http::status::method_not_allowed);
   return res;
 }

@@ -58,14 +58,19 @@ boost::beast::http::status HttpStatusFor(StatusCode code);
 // the write.
 void WriteResponseHeader(const HttpResponse& res, std::string& out);
 
-HttpResponse JsonResponse(boost::beast::http::status code, std::string body, unsigned version,
-                          bool keep_alive);
-HttpResponse EmptyResponse(boost::beast::http::status code, unsigned version, bool keep_alive);
+// Answers are built without the request's HTTP version and keep-alive: the connection holds
+// them and stamps every answer it is handed for a request (an answer may still close the
+// connection with keep_alive(false)).
+HttpResponse JsonResponse(boost::beast::http::status code, std::string body);
+HttpResponse EmptyResponse(boost::beast::http::status code);
+// `res` for a request of HTTP `version` that asks to keep the connection open (`keep_alive`):
+// what the connection does to every answer a handler gives it. An answer that closes the
+// connection keeps closing it.
+HttpResponse ForRequest(HttpResponse res, unsigned version, bool keep_alive);
 // {"error": message} with the status that `status` maps to.
-HttpResponse ErrorResponse(const Status& status, unsigned version, bool keep_alive);
+HttpResponse ErrorResponse(const Status& status);
 // 405 with {"error": "use <allowed> for <what>"}.
-HttpResponse MethodNotAllowed(const std::string& allowed, const std::string& what,
-                              unsigned version, bool keep_alive);
+HttpResponse MethodNotAllowed(const std::string& allowed, const std::string& what);
 // 429 and 503 pass (a full queue, a model loading, a limit reached): the answer says when to
 // come back — `status`'s retry_after_s() (a breaker's cool-down left), else 1 s. Every error
 // answer goes through here.

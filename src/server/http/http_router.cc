@@ -101,11 +101,9 @@ Result<std::optional<size_t>> InferenceHeaderLength(const HttpRequest& request) 
 }
 
 // 200 with `response` encoded as the request asked: JSON, or JSON then binary tensors.
-HttpResponse InferAnswer(const InferResponse& response, const ResponseContext& ctx, unsigned v,
-                         bool ka) {
+HttpResponse InferAnswer(const InferResponse& response, const ResponseContext& ctx) {
   EncodedResponse encoded = EncodeInferResponse(response, ctx);
-  HttpResponse res(http::status::ok, v);
-  res.keep_alive(ka);
+  HttpResponse res(http::status::ok, 11);
   if (encoded.header_length) {
     res.set(http::field::content_type, "application/octet-stream");
     res.set("Inference-Header-Content-Length", std::to_string(*encoded.header_length));
@@ -143,9 +141,8 @@ HttpRouter::~HttpRouter() = default;
 namespace {
 
 // `status` in the shape a route's errors take.
-HttpResponse StyledError(const Status& status, ErrorStyle style, unsigned v, bool ka) {
-  return style == ErrorStyle::kKServe ? ErrorResponse(status, v, ka)
-                                      : OpenAiApi::Error(status, style, v, ka);
+HttpResponse StyledError(const Status& status, ErrorStyle style) {
+  return style == ErrorStyle::kKServe ? ErrorResponse(status) : OpenAiApi::Error(status, style);
 }
 
 }  // namespace
@@ -165,16 +162,14 @@ void HttpRouter::AddServerRoutes() {
     Add(health, {}, Scope::kOpen, [this](RouteCall& c) {
       const bool ready = service_.Ready();
       c.reply(JsonResponse(ready ? http::status::ok : http::status::service_unavailable,
-                           DumpJson(json{{"status", ready ? "ok" : "not ready"}}), c.version(),
-                           c.keep_alive()));
+                           DumpJson(json{{"status", ready ? "ok" : "not ready"}})));
     });
   }
   Add("/v2/health/live", {}, Scope::kOpen, [](RouteCall& c) {
-    c.reply(EmptyResponse(http::status::ok, c.version(), c.keep_alive()));
+    c.reply(EmptyResponse(http::status::ok));
   });
   Add("/v2/health/ready", {}, Scope::kOpen, [this](RouteCall& c) {
-    c.reply(EmptyResponse(service_.Ready() ? http::status::ok : http::status::bad_request,
-                          c.version(), c.keep_alive()));
+    c.reply(EmptyResponse(service_.Ready() ? http::status::ok : http::status::bad_request));
   });
   // The status page's files are open (the page asks for the key its data needs); its data is
   // behind the inference key.
@@ -184,8 +179,7 @@ void HttpRouter::AddServerRoutes() {
       const std::string path = pattern == "/ui/*" ? "/ui/" + std::string(c.args[0]) : pattern;
       auto res = StatusRoute(c.request, path, service_, options_.access);
       c.reply(res ? std::move(*res)
-                  : ErrorResponse(NotFound("no route for GET " + c.target), c.version(),
-                                  c.keep_alive()));
+                  : ErrorResponse(NotFound("no route for GET " + c.target)));
     };
   };
   for (const char* page : {"/", "/ui", "/ui/*"}) {
@@ -195,9 +189,8 @@ void HttpRouter::AddServerRoutes() {
     Add(data, {verb::get}, Scope::kInference, status(data));
   }
   Add("/metrics", {verb::get}, Scope::kInference, [this](RouteCall& c) {
-    HttpResponse res(http::status::ok, c.version());
+    HttpResponse res(http::status::ok, 11);
     res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    res.keep_alive(c.keep_alive());
     res.body() = PrometheusText(service_.ListModels(), options_.server_metrics
                                                           ? options_.server_metrics()
                                                           : ServerMetrics{});
@@ -208,13 +201,12 @@ void HttpRouter::AddServerRoutes() {
     json extensions = json::array();
     for (auto e : kServerExtensions) extensions.push_back(e);
     json body = {{"name", kServerName}, {"version", kServerVersion}, {"extensions", extensions}};
-    c.reply(JsonResponse(http::status::ok, DumpJson(body), c.version(), c.keep_alive()));
+    c.reply(JsonResponse(http::status::ok, DumpJson(body)));
   });
   Add("/v2/models/stats", {verb::get}, Scope::kInference, [this](RouteCall& c) {
     json stats = json::array();
     for (const auto& info : service_.ListModels()) stats.push_back(ModelStatsJson(info));
-    c.reply(JsonResponse(http::status::ok, DumpJson(json{{"model_stats", stats}}), c.version(),
-                         c.keep_alive()));
+    c.reply(JsonResponse(http::status::ok, DumpJson(json{{"model_stats", stats}})));
   });
 }
 
@@ -228,13 +220,13 @@ void HttpRouter::AddModelRoutes() {
       Add(model + (*action ? "/" : "") + action, {verb::get}, Scope::kInference,
           [this, kind, action = std::string(action)](RouteCall& c) {
             auto ref = RefOf(c, kind);
-            if (!ref.ok()) return c.reply(ErrorResponse(ref.status(), c.version(), c.keep_alive()));
+            if (!ref.ok()) return c.reply(ErrorResponse(ref.status()));
             HandleModel(c.request, *ref, action, std::move(c.reply));
           });
     }
     Add(model + "/infer", {verb::post}, Scope::kInference, [this, kind](RouteCall& c) {
       auto ref = RefOf(c, kind);
-      if (!ref.ok()) return c.reply(ErrorResponse(ref.status(), c.version(), c.keep_alive()));
+      if (!ref.ok()) return c.reply(ErrorResponse(ref.status()));
       HandleInfer(std::move(c.request), *ref, std::move(c.reply), std::move(c.connection));
     });
   }
@@ -250,8 +242,7 @@ void HttpRouter::AddModelRoutes() {
   Add("/v2/jobs/{}", {verb::get, verb::delete_}, Scope::kInference, [this](RouteCall& c) {
     const std::string_view id = c.args[0];
     if (id.find_first_not_of("0123456789abcdef") != std::string_view::npos) {
-      return c.reply(ErrorResponse(NotFound("no job " + std::string(id)), c.version(),
-                                   c.keep_alive()));
+      return c.reply(ErrorResponse(NotFound("no job " + std::string(id))));
     }
     HandleJob(c.request, std::string(id), c.reply);
   });
@@ -274,8 +265,6 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
                  .connection = std::move(connection)};
   call.target = std::string(call.request.target());
   if (auto q = call.target.find('?'); q != std::string::npos) call.target.resize(q);
-  const unsigned v = call.version();
-  const bool ka = call.keep_alive();
   auto match = routes_.Find(call.target);
   // A path no route has: behind the inference key, in the shape its prefix's API uses.
   const ErrorStyle style = match ? match->route->errors
@@ -287,7 +276,7 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
   }
   const Scope scope = match ? match->route->scope : Scope::kInference;
   if (Status allowed = options_.access.Check(scope, authorization); !allowed.ok()) {
-    HttpResponse res = StyledError(allowed, style, v, ka);
+    HttpResponse res = StyledError(allowed, style);
     if (allowed.code() == StatusCode::kUnauthenticated) {
       res.set(http::field::www_authenticate, "Bearer");
     }
@@ -295,18 +284,17 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
   }
   const std::string method(call.request.method_string());
   if (!match) {
-    return call.reply(StyledError(NotFound("no route for " + method + " " + call.target), style,
-                                  v, ka));
+    return call.reply(StyledError(NotFound("no route for " + method + " " + call.target), style));
   }
   const Route& route = *match->route;
   if (!route.methods.empty() && std::find(route.methods.begin(), route.methods.end(),
                                           call.request.method()) == route.methods.end()) {
     const std::string allowed = RouteTable::MethodsText(route);
     if (style == ErrorStyle::kKServe) {
-      return call.reply(MethodNotAllowed(allowed, call.target, v, ka));
+      return call.reply(MethodNotAllowed(allowed, call.target));
     }
     HttpResponse res =
-        StyledError(InvalidArgument("use " + allowed + " for " + call.target), style, v, ka);
+        StyledError(InvalidArgument("use " + allowed + " for " + call.target), style);
     res.result(http::status::method_not_allowed);
     return call.reply(std::move(res));
   }
@@ -316,32 +304,28 @@ void HttpRouter::Handle(HttpRequest request, HttpReply reply, HttpConnection con
 
 void HttpRouter::HandleModel(const HttpRequest& request, const ModelRef& ref,
                              const std::string& action, HttpReply reply) {
-  const unsigned v = request.version();
-  const bool ka = request.keep_alive();
   auto info = service_.GetModel(std::string(ref.name), ref.version, std::string(ref.label));
-  if (!info.ok()) return reply(ErrorResponse(info.status(), v, ka));
+  if (!info.ok()) return reply(ErrorResponse(info.status()));
   if (action == "ready") {
     const bool ready = info->state == ModelState::kReady && service_.accepting();
-    return reply(EmptyResponse(ready ? http::status::ok : http::status::bad_request, v, ka));
+    return reply(EmptyResponse(ready ? http::status::ok : http::status::bad_request));
   }
   if (action == "config") {
-    return reply(JsonResponse(http::status::ok, DumpJson(TritonModelConfig(*info)), v, ka));
+    return reply(JsonResponse(http::status::ok, DumpJson(TritonModelConfig(*info))));
   }
   if (action == "stats") {
     return reply(JsonResponse(http::status::ok,
-                              DumpJson(json{{"model_stats", {ModelStatsJson(*info)}}}), v, ka));
+                              DumpJson(json{{"model_stats", {ModelStatsJson(*info)}}})));
   }
-  reply(JsonResponse(http::status::ok, DumpJson(ModelMetadata(*info)), v, ka));
+  reply(JsonResponse(http::status::ok, DumpJson(ModelMetadata(*info))));
 }
 
 void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply reply,
                              HttpConnection connection) {
   const std::string name(ref.name);
   HttpDispatch dispatch = std::move(connection.dispatch);
-  const unsigned v = request.version();
-  const bool ka = request.keep_alive();
   auto header_length = InferenceHeaderLength(request);
-  if (!header_length.ok()) return reply(ErrorResponse(header_length.status(), v, ka));
+  if (!header_length.ok()) return reply(ErrorResponse(header_length.status()));
   // A body of raw bytes only: its layout is the model's one input, of the version that will
   // serve the request (routed once, here).
   std::optional<ModelDescription> raw_target;
@@ -361,7 +345,7 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
     if (raw.ok() && image) raw->response.raw = false;  // a JSON answer, as to a JSON request
     return raw;
   }();
-  if (!parsed.ok()) return reply(ErrorResponse(parsed.status(), v, ka));
+  if (!parsed.ok()) return reply(ErrorResponse(parsed.status()));
 
   auto infer = std::make_unique<InferRequest>(std::move(parsed->request));
   infer->route = connection.route;
@@ -380,27 +364,26 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
     const bool* on = std::get_if<bool>(&it->second);
     if (!on) {
       return reply(
-          ErrorResponse(InvalidArgument("parameters.async: expected true or false"), v, ka));
+          ErrorResponse(InvalidArgument("parameters.async: expected true or false")));
     }
     async = async || *on;
     infer->parameters.erase(it);
   }
-  if (async) return StartJob(std::move(infer), ctx.model_version, v, ka, reply);
+  if (async) return StartJob(std::move(infer), ctx.model_version, reply);
   if (auto it = infer->parameters.find("stream"); it != infer->parameters.end()) {
     const bool* on = std::get_if<bool>(&it->second);
     if (!on) {
       return reply(
-          ErrorResponse(InvalidArgument("parameters.stream: expected true or false"), v, ka));
+          ErrorResponse(InvalidArgument("parameters.stream: expected true or false")));
     }
     if (*on) {
-      return StreamInfer(std::move(infer), std::move(ctx), v, ka, std::move(dispatch),
+      return StreamInfer(std::move(infer), std::move(ctx), std::move(dispatch),
                          connection.open_stream());
     }
   }
-  auto respond = [reply = std::move(reply), ctx = std::move(ctx), v,
-                  ka](Result<InferResponse> result) {
-    if (!result.ok()) return reply(ErrorResponse(result.status(), v, ka));
-    reply(InferAnswer(*result, ctx, v, ka));
+  auto respond = [reply = std::move(reply), ctx = std::move(ctx)](Result<InferResponse> result) {
+    if (!result.ok()) return reply(ErrorResponse(result.status()));
+    reply(InferAnswer(*result, ctx));
   };
   // A client that leaves cancels the request: dropped while queued, stopped while generating.
   infer->cancelled = std::move(connection.client_gone);
@@ -415,28 +398,25 @@ void HttpRouter::HandleInfer(HttpRequest request, const ModelRef& ref, HttpReply
 }
 
 void HttpRouter::HandleRepository(RouteCall& call, RepositoryOp op) {
-  const unsigned v = call.version();
-  const bool ka = call.keep_alive();
   const HttpReply& reply = call.reply;
   json body = json::object();
   if (!call.request.body().empty()) {
     auto parsed = ParseJsonObject(call.request.body(), "request body");
-    if (!parsed.ok()) return reply(ErrorResponse(parsed.status(), v, ka));
+    if (!parsed.ok()) return reply(ErrorResponse(parsed.status()));
     body = std::move(*parsed);
   }
   // The change runs on the service's loader thread; its answer comes back to this strand.
-  auto answer = [dispatch = call.connection.dispatch, reply, v,
-                 ka](const Result<ReloadReport>& result) {
-    dispatch([reply, v, ka, result] {
-      if (!result.ok()) return reply(ErrorResponse(result.status(), v, ka));
-      reply(JsonResponse(http::status::ok, DumpJson(ReportToJson(*result)), v, ka));
+  auto answer = [dispatch = call.connection.dispatch, reply](const Result<ReloadReport>& result) {
+    dispatch([reply, result] {
+      if (!result.ok()) return reply(ErrorResponse(result.status()));
+      reply(JsonResponse(http::status::ok, DumpJson(ReportToJson(*result))));
     });
   };
   if (op == RepositoryOp::kIndex) {
     bool ready_only = false;
     if (body.contains("ready")) {
       if (!body["ready"].is_boolean()) {
-        return reply(ErrorResponse(InvalidArgument("ready: expected true or false"), v, ka));
+        return reply(ErrorResponse(InvalidArgument("ready: expected true or false")));
       }
       ready_only = body["ready"].get<bool>();
     }
@@ -449,7 +429,7 @@ void HttpRouter::HandleRepository(RouteCall& call, RepositoryOp op) {
       if (!info.reason.empty() && info.state != ModelState::kReady) item["reason"] = info.reason;
       index.push_back(std::move(item));
     }
-    return reply(JsonResponse(http::status::ok, DumpJson(index), v, ka));
+    return reply(JsonResponse(http::status::ok, DumpJson(index)));
   }
   if (op == RepositoryOp::kReload) return service_.Reload(std::move(answer));
   const std::string name(call.args[0]);
@@ -460,7 +440,7 @@ void HttpRouter::HandleRepository(RouteCall& call, RepositoryOp op) {
   if (body.contains("parameters")) {
     const json& params = body["parameters"];
     if (!params.is_object()) {
-      return reply(ErrorResponse(InvalidArgument("parameters: expected an object"), v, ka));
+      return reply(ErrorResponse(InvalidArgument("parameters: expected an object")));
     }
     if (params.contains("config")) {
       entry = params["config"];
@@ -470,8 +450,7 @@ void HttpRouter::HandleRepository(RouteCall& call, RepositoryOp op) {
         if (entry->is_discarded()) {
           return reply(ErrorResponse(
               InvalidArgument("parameters.config: expected a JSON model entry, found text that " +
-                              DescribeJsonError(error)),
-              v, ka));
+                              DescribeJsonError(error))));
         }
       }
     }
@@ -480,36 +459,34 @@ void HttpRouter::HandleRepository(RouteCall& call, RepositoryOp op) {
 }
 
 void HttpRouter::StartJob(std::unique_ptr<InferRequest> infer, int64_t model_version,
-                          unsigned version, bool keep_alive, const HttpReply& reply) {
+                          const HttpReply& reply) {
   auto id = service_.jobs().Start(*infer, model_version);
-  if (!id.ok()) return reply(ErrorResponse(id.status(), version, keep_alive));
+  if (!id.ok()) return reply(ErrorResponse(id.status()));
   const std::string url = "/v2/jobs/" + *id;
   json body = {{"id", *id},
                {"model_name", infer->model_name},
                {"status", std::string(JobStateName(JobState::kPending))},
                {"url", url}};
   service_.Submit(std::move(infer));
-  HttpResponse res = JsonResponse(http::status::accepted, DumpJson(body), version, keep_alive);
+  HttpResponse res = JsonResponse(http::status::accepted, DumpJson(body));
   res.set(http::field::location, url);
   reply(std::move(res));
 }
 
 void HttpRouter::HandleJob(const HttpRequest& request, const std::string& id,
                            const HttpReply& reply) {
-  const unsigned v = request.version();
-  const bool ka = request.keep_alive();
   if (request.method() == http::verb::delete_) {
     auto state = service_.jobs().Cancel(id);
-    if (!state.ok()) return reply(ErrorResponse(state.status(), v, ka));
+    if (!state.ok()) return reply(ErrorResponse(state.status()));
     json body = {{"id", id}, {"status", std::string(JobStateName(*state))}};
     if (*state != JobState::kCancelled) body["deleted"] = true;
-    return reply(JsonResponse(http::status::ok, DumpJson(body), v, ka));
+    return reply(JsonResponse(http::status::ok, DumpJson(body)));
   }
   if (request.method() != http::verb::get) {
-    return reply(MethodNotAllowed("GET or DELETE", "a job", v, ka));
+    return reply(MethodNotAllowed("GET or DELETE", "a job"));
   }
   auto job = service_.jobs().Get(id);
-  if (!job.ok()) return reply(ErrorResponse(job.status(), v, ka));
+  if (!job.ok()) return reply(ErrorResponse(job.status()));
   json head = {{"id", job->id},
                {"model_name", job->model},
                {"model_version", std::to_string(job->model_version)},
@@ -529,18 +506,16 @@ void HttpRouter::HandleJob(const HttpRequest& request, const std::string& id,
     head["error_code"] = static_cast<int>(HttpStatusFor(s.code()));
     body = DumpJson(head);
   }
-  reply(JsonResponse(http::status::ok, std::move(body), v, ka));
+  reply(JsonResponse(http::status::ok, std::move(body)));
 }
 
 void HttpRouter::StreamInfer(std::unique_ptr<InferRequest> infer, ResponseContext ctx,
-                             unsigned version, bool keep_alive, HttpDispatch dispatch,
-                             std::shared_ptr<HttpStream> stream) {
+                             HttpDispatch dispatch, std::shared_ptr<HttpStream> stream) {
   ctx.all_binary = false;  // events are JSON
   ctx.binary.clear();
-  HttpResponse headers(http::status::ok, version);
+  HttpResponse headers(http::status::ok, 11);
   headers.set(http::field::content_type, "text/event-stream");
   headers.set(http::field::cache_control, "no-cache");
-  headers.keep_alive(keep_alive);
   stream->Start(std::move(headers));
   auto event = [](const std::string& json_text) { return "data: " + json_text + "\n\n"; };
   infer->on_partial = [dispatch, stream, ctx, event](const InferResponse& partial) {

@@ -55,13 +55,13 @@ class HttpRouter {
   void HandleRepository(RouteCall& call, RepositoryOp op);
   // With the request parameter "async": true (or "Prefer: respond-async"): 202 with the job's
   // id and URL at once; GET /v2/jobs/{id} gives its status, then its result.
-  void StartJob(std::unique_ptr<InferRequest> infer, int64_t model_version, unsigned version,
-                bool keep_alive, const HttpReply& reply);
+  void StartJob(std::unique_ptr<InferRequest> infer, int64_t model_version,
+                const HttpReply& reply);
   void HandleJob(const HttpRequest& request, const std::string& id, const HttpReply& reply);
   // With the request parameter "stream": true — each partial output (a generated token's text)
   // is an SSE event `data: <infer response JSON>`; the last event is the complete response.
-  void StreamInfer(std::unique_ptr<InferRequest> infer, ResponseContext ctx, unsigned version,
-                   bool keep_alive, HttpDispatch dispatch, std::shared_ptr<HttpStream> stream);
+  void StreamInfer(std::unique_ptr<InferRequest> infer, ResponseContext ctx,
+                   HttpDispatch dispatch, std::shared_ptr<HttpStream> stream);
 
   InferenceService& service_;  // not owned
   Options options_;

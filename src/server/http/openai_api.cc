@@ -36,8 +36,7 @@ void AddDetails(const ModelInfo& m, json& item) {
 
 // GET /v1/models[/{model}]: every served model (or `model`, when not empty) with its task and
 // state; the one named with its details.
-HttpResponse ListModels(const InferenceService& service, std::string_view model, unsigned v,
-                        bool ka) {
+HttpResponse ListModels(const InferenceService& service, std::string_view model) {
   const std::string only(model);
   json data = json::array();
   std::set<std::string> seen;
@@ -60,20 +59,18 @@ HttpResponse ListModels(const InferenceService& service, std::string_view model,
     data.push_back(std::move(item));
   }
   if (only.empty()) {
-    return JsonResponse(http::status::ok, DumpJson({{"object", "list"}, {"data", data}}), v, ka);
+    return JsonResponse(http::status::ok, DumpJson({{"object", "list"}, {"data", data}}));
   }
   if (data.empty()) {
-    return ApiError(NotFound("model '" + only + "' is not served"), Dialect::kOpenAi, v, ka);
+    return ApiError(NotFound("model '" + only + "' is not served"), Dialect::kOpenAi);
   }
-  return JsonResponse(http::status::ok, DumpJson(data[0]), v, ka);
+  return JsonResponse(http::status::ok, DumpJson(data[0]));
 }
 
 }  // namespace
 
-HttpResponse OpenAiApi::Error(const Status& status, ErrorStyle style, unsigned version,
-                              bool keep_alive) {
-  return ApiError(status, style == ErrorStyle::kTei ? Dialect::kTei : Dialect::kOpenAi, version,
-                  keep_alive);
+HttpResponse OpenAiApi::Error(const Status& status, ErrorStyle style) {
+  return ApiError(status, style == ErrorStyle::kTei ? Dialect::kTei : Dialect::kOpenAi);
 }
 
 void OpenAiApi::AddRoutes(RouteTable& table) {
@@ -82,8 +79,7 @@ void OpenAiApi::AddRoutes(RouteTable& table) {
                .methods = {http::verb::get},
                .errors = ErrorStyle::kOpenAi,
                .handler = [this](RouteCall& c) {
-                 c.reply(ListModels(service_, c.args.empty() ? "" : c.args[0], c.version(),
-                                    c.keep_alive()));
+                 c.reply(ListModels(service_, c.args.empty() ? "" : c.args[0]));
                }});
   }
   const std::pair<const char*, Handler> kPosts[] = {
@@ -114,10 +110,8 @@ void OpenAiApi::AddRoutes(RouteTable& table) {
 void OpenAiApi::Post(RouteCall& route, std::string_view target, ErrorStyle style,
                      Handler handler) {
   Dialect dialect = style == ErrorStyle::kTei ? Dialect::kTei : Dialect::kOpenAi;
-  const unsigned v = route.version();
-  const bool ka = route.keep_alive();
   auto parsed = ParseJsonObject(route.request.body(), "request body");
-  if (!parsed.ok()) return route.reply(ApiError(parsed.status(), dialect, v, ka));
+  if (!parsed.ok()) return route.reply(ApiError(parsed.status(), dialect));
   const json body = std::move(*parsed);
   if ((target == "/rerank" || target == "/reranking") && body.contains("texts")) {
     dialect = Dialect::kTei;
@@ -125,8 +119,6 @@ void OpenAiApi::Post(RouteCall& route, std::string_view target, ErrorStyle style
   const openai::Call call{.service = service_,
                           .body = body,
                           .target = target,
-                          .version = v,
-                          .keep_alive = ka,
                           .dialect = dialect,
                           .reply = std::move(route.reply),
                           .connection = std::move(route.connection)};

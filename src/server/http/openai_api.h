@@ -38,8 +38,7 @@ class OpenAiApi {
   // The API outlives the table's use.
   void AddRoutes(RouteTable& table);
   // `status` in the error shape `style` names (kOpenAi or kTei).
-  static HttpResponse Error(const Status& status, ErrorStyle style, unsigned version,
-                            bool keep_alive);
+  static HttpResponse Error(const Status& status, ErrorStyle style);
 
  private:
   using Handler = void (*)(const openai::Call&);

@@ -61,7 +61,7 @@ std::string TeiErrorType(http::status code) {
 
 }  // namespace
 
-HttpResponse ApiError(const Status& status, Dialect dialect, unsigned v, bool ka) {
+HttpResponse ApiError(const Status& status, Dialect dialect) {
   const http::status code = HttpStatusFor(status.code());
   const std::string message(status.message());
   json body;
@@ -75,7 +75,7 @@ HttpResponse ApiError(const Status& status, Dialect dialect, unsigned v, bool ka
               {"param", param.empty() ? json(nullptr) : json(param)},
               {"code", static_cast<int>(code)}}}};
   }
-  HttpResponse res = JsonResponse(code, DumpJson(body), v, ka);
+  HttpResponse res = JsonResponse(code, DumpJson(body));
   MarkRetryable(res, status);
   return res;
 }

@@ -28,7 +28,7 @@ enum class Dialect { kOpenAi, kTei };
 Status FieldError(const std::string& field, const std::string& what);
 std::string Found(const json& value);  // "found <the value, quoted and bounded>"
 std::string ErrorType(boost::beast::http::status code);  // OpenAI's error `type`
-HttpResponse ApiError(const Status& status, Dialect dialect, unsigned v, bool ka);
+HttpResponse ApiError(const Status& status, Dialect dialect);
 
 // Whether `object` has the string member `key` equal to `expected`.
 bool MemberEquals(const json& object, const char* key, std::string_view expected);
@@ -53,14 +53,12 @@ struct Call {
   InferenceService& service;
   const json& body;
   std::string_view target;
-  unsigned version = 11;
-  bool keep_alive = true;
   Dialect dialect = Dialect::kOpenAi;
   HttpReply reply;
   HttpConnection connection;
 
   void Fail(const Status& status) const {
-    reply(ApiError(status, dialect, version, keep_alive));
+    reply(ApiError(status, dialect));
   }
 };
 

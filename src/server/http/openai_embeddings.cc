@@ -168,22 +168,21 @@ void HandleEmbeddings(const Call& call) {
   }
   if (Status s = ReadScheduling(call.body, *r); !s.ok()) return call.Fail(s);
   SubmitRequest(call, *model, std::move(r),
-                [reply = call.reply, v = call.version, ka = call.keep_alive,
+                [reply = call.reply,
                  answer = std::move(answer)](Result<InferResponse> result) {
                   const Dialect d = answer.tei ? Dialect::kTei : Dialect::kOpenAi;
-                  if (!result.ok()) return reply(ApiError(result.status(), d, v, ka));
+                  if (!result.ok()) return reply(ApiError(result.status(), d));
                   const Tensor* e = Output(*result, "EMBEDDING");
                   const auto values = e ? Floats(*e) : std::span<const float>();
                   if (!e || e->shape().size() != 2 || e->shape()[0] < 0 || e->shape()[1] < 0 ||
                       values.size() != static_cast<size_t>(e->shape()[0] * e->shape()[1])) {
-                    return reply(ApiError(Internal("the model gave no EMBEDDING output"), d, v, ka));
+                    return reply(ApiError(Internal("the model gave no EMBEDDING output"), d));
                   }
                   const int64_t tokens =
                       NumberParam<int64_t>(result->parameters, "prompt_tokens", 0);
                   reply(JsonResponse(http::status::ok,
                                      answer.Write(values, static_cast<size_t>(e->shape()[0]),
-                                                  static_cast<size_t>(e->shape()[1]), tokens),
-                                     v, ka));
+                                                  static_cast<size_t>(e->shape()[1]), tokens)));
                 },
                 Delivery::kSoleAnswer);
 }

@@ -175,18 +175,15 @@ struct GenerationStream {
   bool include_usage = false;
   std::shared_ptr<HttpStream> stream;
   HttpReply reply;
-  unsigned version = 11;
-  bool keep_alive = true;
   bool started = false;
   size_t sent = 0;  // bytes of the text streamed so far
 
   void StartIfNeeded() {
     if (started) return;
     started = true;
-    HttpResponse headers(http::status::ok, version);
+    HttpResponse headers(http::status::ok, 11);  // the connection sets version and keep-alive
     headers.set(http::field::content_type, "text/event-stream");
     headers.set(http::field::cache_control, "no-cache");
-    headers.keep_alive(keep_alive);
     stream->Start(std::move(headers));
     if (gen.chat) stream->Send(Event(gen.Chunk("", /*first=*/true, nullptr)));
   }
@@ -201,7 +198,7 @@ struct GenerationStream {
   }
   void Done(Result<InferResponse> result) {
     if (!result.ok() && !started) {
-      return reply(ApiError(result.status(), Dialect::kOpenAi, version, keep_alive));
+      return reply(ApiError(result.status(), Dialect::kOpenAi));
     }
     StartIfNeeded();
     if (!result.ok()) {
@@ -285,18 +282,16 @@ void GatherCompletions(const Call& call, const ModelDescription& model, const Ge
   auto gather = std::make_shared<Gather>();
   gather->results.resize(requests.size());
   gather->pending = requests.size();
-  const unsigned v = call.version;
-  const bool ka = call.keep_alive;
   for (size_t i = 0; i < requests.size(); ++i) {
     SubmitRequest(call, model, std::move(requests[i]),
-                  [gather, i, gen, reply = call.reply, v, ka](Result<InferResponse> result) {
+                  [gather, i, gen, reply = call.reply](Result<InferResponse> result) {
                     gather->results[i] = std::move(result);
                     if (--gather->pending > 0) return;
                     json choices = json::array();
                     RequestParams total;  // the counts of every choice, summed
                     for (size_t k = 0; k < gather->results.size(); ++k) {
                       const auto& res = *gather->results[k];
-                      if (!res.ok()) return reply(ApiError(res.status(), Dialect::kOpenAi, v, ka));
+                      if (!res.ok()) return reply(ApiError(res.status(), Dialect::kOpenAi));
                       for (const char* key : {generate::kPromptTokens, generate::kCompletionTokens,
                                               generate::kCachedTokens}) {
                         total[key] = NumberParam<int64_t>(total, key, 0) +
@@ -309,7 +304,7 @@ void GatherCompletions(const Call& call, const ModelDescription& model, const Ge
                     json out = gen.Head(gen.chat ? "chat.completion" : "text_completion");
                     out["choices"] = choices;
                     out["usage"] = Usage(total);
-                    reply(JsonResponse(http::status::ok, DumpJson(out), v, ka));
+                    reply(JsonResponse(http::status::ok, DumpJson(out)));
                   });
   }
 }
@@ -323,11 +318,11 @@ void ApplyTemplate(const Call& call, const ModelDescription& model) {
   if (Status s = ReadScheduling(call.body, *r); !s.ok()) return call.Fail(s);
   r->parameters[generate::kRenderOnly] = true;
   SubmitRequest(call, model, std::move(r),
-                [reply = call.reply, v = call.version, ka = call.keep_alive,
+                [reply = call.reply,
                  dialect = call.dialect](Result<InferResponse> result) {
-                  if (!result.ok()) return reply(ApiError(result.status(), dialect, v, ka));
+                  if (!result.ok()) return reply(ApiError(result.status(), dialect));
                   reply(JsonResponse(http::status::ok,
-                                     DumpJson({{"prompt", FirstText(*result)}}), v, ka));
+                                     DumpJson({{"prompt", FirstText(*result)}})));
                 });
 }
 
@@ -380,8 +375,6 @@ void HandleGeneration(const Call& call) {
   state->include_usage = options.include_usage;
   state->stream = call.connection.open_stream();
   state->reply = call.reply;
-  state->version = call.version;
-  state->keep_alive = call.keep_alive;
   StreamGeneration(call, *model, std::move(requests[0]), std::move(state));
 }
 

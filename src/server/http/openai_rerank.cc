@@ -98,18 +98,17 @@ void HandleRerank(const Call& call) {
   r->inputs.push_back(StringsTensor("QUERY", {query->get<std::string>()}));
   r->inputs.push_back(StringsTensor("DOCUMENTS", *texts));
   SubmitRequest(call, *model, std::move(r),
-                [reply = call.reply, v = call.version, ka = call.keep_alive,
+                [reply = call.reply,
                  answer = std::move(answer)](Result<InferResponse> result) {
                   const Dialect d = answer.tei ? Dialect::kTei : Dialect::kOpenAi;
-                  if (!result.ok()) return reply(ApiError(result.status(), d, v, ka));
+                  if (!result.ok()) return reply(ApiError(result.status(), d));
                   const Tensor* scores = Output(*result, "SCORES");
                   if (!scores) {
-                    return reply(ApiError(Internal("the model gave no SCORES output"), d, v, ka));
+                    return reply(ApiError(Internal("the model gave no SCORES output"), d));
                   }
                   const int64_t tokens =
                       NumberParam<int64_t>(result->parameters, "prompt_tokens", 0);
-                  reply(JsonResponse(http::status::ok, answer.Write(Floats(*scores), tokens), v,
-                                     ka));
+                  reply(JsonResponse(http::status::ok, answer.Write(Floats(*scores), tokens)));
                 },
                 Delivery::kSoleAnswer);
 }

@@ -166,7 +166,7 @@ void HandleTokenize(const Call& call) {
     return Status::Ok();
   });
   if (!s.ok()) return call.Fail(InModel(s, *name));
-  call.reply(JsonResponse(http::status::ok, std::move(answer), call.version, call.keep_alive));
+  call.reply(JsonResponse(http::status::ok, std::move(answer)));
 }
 
 void HandleDetokenize(const Call& call) {
@@ -194,8 +194,7 @@ void HandleDetokenize(const Call& call) {
     return Status::Ok();
   });
   if (!s.ok()) return call.Fail(InModel(s, *name));
-  call.reply(JsonResponse(http::status::ok, DumpJson({{"content", text}}), call.version,
-                          call.keep_alive));
+  call.reply(JsonResponse(http::status::ok, DumpJson({{"content", text}})));
 }
 
 }  // namespace mmserve::openai

@@ -60,7 +60,7 @@ bool ServedBodyType(const std::string& content_type) {
 }
 
 HttpResponse Refuse(Status status, const HttpRequest& request) {
-  return ErrorResponse(std::move(status), request.version(), request.keep_alive());
+  return ForRequest(ErrorResponse(std::move(status)), request.version(), request.keep_alive());
 }
 
 }  // namespace
@@ -143,6 +143,10 @@ std::optional<HttpResponse> RequestPolicy::Refusal(const HttpRequest& request) c
     }
   }
   return std::nullopt;
+}
+
+bool RequestPolicy::IsHealthProbe(const HttpRequest& request) {
+  return request.method() == http::verb::get && request.target().starts_with("/v2/health/");
 }
 
 }  // namespace mmserve

@@ -40,6 +40,9 @@ class RequestPolicy {
   void AddCorsHeaders(std::string_view origin, boost::beast::http::fields& fields) const;
   // Host (a Host header's value, with or without a port) names this server.
   bool HostAllowed(std::string_view host) const;
+  // A liveness or readiness probe: answered whatever the load, since an orchestrator that
+  // cannot reach one restarts a server that is merely busy.
+  static bool IsHealthProbe(const HttpRequest& request);
 
  private:
   std::vector<std::string> allowed_hosts_;  // lower case

@@ -34,8 +34,6 @@ struct RouteCall {
   boost::container::small_vector<std::string_view, 4> args;
   HttpReply reply;
   HttpConnection connection;
-  unsigned version() const { return request.version(); }
-  bool keep_alive() const { return request.keep_alive(); }
 };
 
 struct Route {

@@ -27,9 +27,8 @@ const EmbeddedFile* FindFile(std::string_view name) {
   return nullptr;
 }
 
-HttpResponse FileResponse(const EmbeddedFile& file, unsigned version, bool keep_alive) {
-  HttpResponse res(http::status::ok, version);
-  res.keep_alive(keep_alive);
+HttpResponse FileResponse(const EmbeddedFile& file) {
+  HttpResponse res(http::status::ok, 11);
   res.set(http::field::content_type, std::string(ContentTypeOf(file.name)));
   // The binary's own files: revalidated on each visit, so an upgrade shows at once.
   res.set(http::field::cache_control, "no-cache");
@@ -112,30 +111,28 @@ bool IsStatusPageFile(std::string_view path) {
 
 std::optional<HttpResponse> StatusRoute(const HttpRequest& request, std::string_view path,
                                         const InferenceService& service, const Access& access) {
-  const unsigned v = request.version();
-  const bool ka = request.keep_alive();
   const bool page = IsStatusPageFile(path);
   if (!page && path != "/v2/devices" && path != "/v2/events") return std::nullopt;
-  if (request.method() != http::verb::get) return MethodNotAllowed("GET", std::string(path), v, ka);
+  if (request.method() != http::verb::get) return MethodNotAllowed("GET", std::string(path));
   if (path == "/v2/devices") {
-    return JsonResponse(http::status::ok, DumpJson(DevicesJson(service.Devices())), v, ka);
+    return JsonResponse(http::status::ok, DumpJson(DevicesJson(service.Devices())));
   }
   if (path == "/v2/events") {
     const auto target = request.target();
     auto body = EventsJson(service.events(), std::string_view(target.data(), target.size()));
-    if (!body.ok()) return ErrorResponse(body.status(), v, ka);
-    return JsonResponse(http::status::ok, DumpJson(*body), v, ka);
+    if (!body.ok()) return ErrorResponse(body.status());
+    return JsonResponse(http::status::ok, DumpJson(*body));
   }
   if (path == "/ui/access.json") {
     json body = {{"api_key", access.KeyRequired(Scope::kInference)},
                  {"admin_key", access.KeyRequired(Scope::kAdmin)}};
-    return JsonResponse(http::status::ok, DumpJson(body), v, ka);
+    return JsonResponse(http::status::ok, DumpJson(body));
   }
   std::string_view name = "index.html";
   if (path.starts_with("/ui/") && path.size() > 4) name = path.substr(4);
   const EmbeddedFile* file = FindFile(name);
-  if (!file) return ErrorResponse(NotFound("no file " + std::string(path) + " in the status page"), v, ka);
-  return FileResponse(*file, v, ka);
+  if (!file) return ErrorResponse(NotFound("no file " + std::string(path) + " in the status page"));
+  return FileResponse(*file);
 }
 
 }  // namespace mmserve

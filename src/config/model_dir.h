@@ -19,11 +19,11 @@ bool IsModelFile(const std::filesystem::path& path);
 // file's stem, and one per sub-folder named by the folder: its one model file, or its numeric
 // version folders (Triton's layout). A directory that itself holds numeric version folders
 // (KServe's layout of one model: /mnt/models/1/model.onnx, 2/...) is one model of those
-// versions, named `single_name` or after the directory. Hidden entries (`.git`, a ConfigMap's `..data`) and other
-// files are skipped; split GGUF files are refused. With `single_name` the directory must hold
-// exactly one model, which takes that name (KServe passes the InferenceService's name). Paths
-// are absolute; every other setting is the default. `dir` may also be one model file (KServe
-// mounts a PVC's file there): that model. Error: no model found, or the listing failed.
+// versions, named `single_name` or after the directory. Hidden entries (`.git`, a ConfigMap's
+// `..data`) and other files are skipped; split GGUF files are refused. With `single_name` the
+// directory must hold exactly one model, which takes that name (KServe passes the
+// InferenceService's name). Paths are absolute; every other setting is the default. `dir` may
+// also be one model file (KServe mounts a PVC's file there): that model. Error: no model found, or the listing failed.
 Result<std::string> ModelDirYaml(const std::filesystem::path& dir, const std::string& single_name);
 
 // A model named on the command line: `mmserve serve --model [NAME=]PATH [--task TASK]`.

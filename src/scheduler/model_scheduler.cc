@@ -15,10 +15,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-int64_t Millis(Clock::duration d) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-}
-
 // Pins and renices the calling thread, then reads back what it really got.
 WorkerInfo SetUpWorkerThread(const ModelScheduler::Options& o, int index) {
   WorkerInfo info{.index = index, .tid = ::gettid()};

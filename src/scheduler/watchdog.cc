@@ -16,10 +16,6 @@ using namespace std::chrono_literals;
 // The watchdog wakes at the next deadline or report due, and at least this often.
 constexpr auto kWatchCap = 100ms;
 
-int64_t Millis(Clock::duration d) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-}
-
 }  // namespace
 
 Clock::time_point ModelScheduler::NextWatch(Clock::time_point now) const {

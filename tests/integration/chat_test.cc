@@ -5,12 +5,10 @@
 // answered with clear errors while the server keeps serving.
 #include <filesystem>
 #include <map>
-#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+#include <utility>
 #include <memory>
 #include <thread>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -41,12 +39,6 @@ const json kTools = json::parse(R"([
    "parameters": {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 8}},
      "required": ["zone"], "additionalProperties": false}}}
 ])");
-
-int FreePort() {
-  boost::asio::io_context ioc;
-  boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  return static_cast<int>(a.local_endpoint().port());
-}
 
 class ChatTest : public ::testing::Test {
  protected:
@@ -141,7 +133,7 @@ TEST_F(ChatTest, PromptsEqualLlamaServersApplyTemplateForFiveTemplatesAndTenConv
   const auto conversations = Conversations();
   int compared = 0;
   for (const auto& model : kChatModels) {
-    const int port = FreePort();
+    const int port = testing::FreePort();
     ServerProcess peer({"-m", GeneratedModel("chat-" + model + ".gguf"), "--jinja", "--host",
                         "127.0.0.1", "--port", std::to_string(port), "-c", "4096", "-np", "1"},
                        dir_.path() / ("llama-server-" + model + ".log"),

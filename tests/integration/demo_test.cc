@@ -5,10 +5,8 @@
 #include <cstdio>
 #include <memory>
 
-#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+#include <utility>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -21,17 +19,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-int FreePort() {
-  boost::asio::io_context ioc;
-  boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();
-}
-
 std::string Curl(const std::string& args) { return testing::RunShell("curl -s " + args).second; }
 
 TEST(DemoTest, RunCommandServesTheDemoAndIsReady) {
   testing::TempDir dir;
-  const int port = FreePort();
+  const int port = testing::FreePort();
   ::setenv("MMSERVE_PORT", std::to_string(port).c_str(), 1);
   ::setenv("MMSERVE_GRPC_PORT", "0", 1);
   ::setenv("MMSERVE_LOCK_DIR", (dir.path() / "locks").c_str(), 1);

@@ -103,11 +103,7 @@ TEST_F(LlamaReferenceTest, EmbeddingsEqualLlamaEmbeddingWithin1e4) {
 }
 
 TEST_F(LlamaReferenceTest, RerankScoresEqualLlamaServerWithin1e4) {
-  boost::asio::io_context ioc;
-  const int port = [&] {
-    boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
-    return static_cast<int>(a.local_endpoint().port());
-  }();
+  const int port = testing::FreePort();
   ServerProcess peer({"-m", GeneratedModel("rerank-tiny.gguf"), "--rerank", "--host",
                       "127.0.0.1", "--port", std::to_string(port), "-np", "4"},
                      dir_.path() / "llama-server.log", LlamaTool("llama-server"));

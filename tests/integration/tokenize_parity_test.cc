@@ -5,10 +5,8 @@
 #include <filesystem>
 #include <memory>
 #include <thread>
-#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+#include <utility>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -40,12 +38,6 @@ const std::vector<std::string> kTexts = {
 const std::vector<std::pair<std::string, std::string>> kModels = {
     {"spm", "llama-tiny.gguf"}, {"wpm", "bert-tiny.gguf"}, {"bpe", "chat-qwen2.gguf"}};
 
-int FreePort() {
-  boost::asio::io_context ioc;
-  boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  return static_cast<int>(a.local_endpoint().port());
-}
-
 class TokenizeParityTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -69,7 +61,7 @@ class TokenizeParityTest : public ::testing::Test {
 
   // llama-server on `file`, started and healthy.
   std::unique_ptr<ServerProcess> StartPeer(const std::string& file, int& port) {
-    port = FreePort();
+    port = testing::FreePort();
     std::vector<std::string> args = {"-m", GeneratedModel(file), "--host", "127.0.0.1",
                                      "--port", std::to_string(port), "-c", "256", "-np", "1"};
     if (file.starts_with("bert")) args.push_back("--embedding");

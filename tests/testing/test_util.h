@@ -41,6 +41,9 @@ long ProcessMemoryKib(int pid, const std::string& field);
 // Runs `command` with /bin/sh; returns its exit code and what it wrote to stdout.
 std::pair<int, std::string> RunShell(const std::string& command);
 
+// A TCP port on 127.0.0.1 that was free a moment ago (bound and released): for a peer server
+// that takes its port on the command line.
+int FreePort();
 // A TCP connection to 127.0.0.1:`port` (a raw socket, for tests that write bytes themselves or
 // drop a connection mid-answer); -1 when it cannot connect.
 int Connect(int port);

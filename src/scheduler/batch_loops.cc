@@ -21,21 +21,22 @@ constexpr size_t kAnswerHereAtMost = kMaxBatchesPerCall;
 }  // namespace
 
 template <typename Pred>
-bool ModelScheduler::WaitForWork(std::unique_lock<std::mutex>& lock, std::stop_token stop,
+bool ModelScheduler::WaitForWork(MutexLock& lock, std::stop_token stop,
                                  Instance& instance, Pred has_work) {
-  if (!cv_.wait_for(lock, stop, kParkAfter, has_work)) {
+  const TimeSource& time = *options_.time;
+  if (!WaitUntil(time, cv_, lock, stop, Now() + kParkAfter, has_work)) {
     if (stop.stop_requested()) return false;
-    lock.unlock();
+    mu_.unlock();
     instance.Park();
-    lock.lock();
+    mu_.lock();
     const auto release = ReleaseAfterPark(instance);
-    if (release && !cv_.wait_for(lock, stop, *release, has_work)) {
+    if (release && !WaitUntil(time, cv_, lock, stop, Now() + *release, has_work)) {
       if (stop.stop_requested()) return false;
-      lock.unlock();
+      mu_.unlock();
       instance.Release();
-      lock.lock();
+      mu_.lock();
     }
-    cv_.wait(lock, stop, has_work);
+    WaitUntil(time, cv_, lock, stop, Clock::time_point::max(), has_work);
   }
   return !stop.stop_requested();
 }
@@ -47,25 +48,25 @@ bool ModelScheduler::AnotherBatchExecuting(int index) const {
   return false;
 }
 
-bool ModelScheduler::WaitForBatch(std::unique_lock<std::mutex>& lock, std::stop_token stop,
+bool ModelScheduler::WaitForBatch(MutexLock& lock, std::stop_token stop,
                                   int index) {
   const size_t max_batch = static_cast<size_t>(options_.max_batch);
-  const auto full = [&] { return static_cast<size_t>(queued_) >= max_batch; };
+  const auto full = [&]() REQUIRES(mu_) { return static_cast<size_t>(queued_) >= max_batch; };
   if (options_.max_queue_delay.count() > 0 && !full()) {
     Clock::time_point oldest = Clock::time_point::max();
     for (const auto& q : queues_) {
       if (!q.empty()) oldest = std::min(oldest, q.front()->ledger.enqueued);
     }
     const auto close = oldest + options_.max_queue_delay - window_lag_;
-    if (close > Clock::now() && !cv_.wait_until(lock, stop, close, full)) {
+    if (close > Now() && !WaitUntil(*options_.time, cv_, lock, stop, close, full)) {
       // Timed out: learn how late the wake-up came (timer slack, the scheduler's latency).
-      const auto late = std::clamp<Clock::duration>(Clock::now() - close, Clock::duration(0),
+      const auto late = std::clamp<Clock::duration>(Now() - close, Clock::duration(0),
                                                     options_.max_queue_delay / 4);
       window_lag_ += (late - window_lag_) / 8;
     }
   }
   if (options_.hold_partial_batches && !full() && AnotherBatchExecuting(index)) {
-    cv_.wait(lock, stop, [&] { return full() || !AnotherBatchExecuting(index); });
+    cv_.wait(lock, stop, [&]() REQUIRES(mu_) { return full() || !AnotherBatchExecuting(index); });
   }
   return !stop.stop_requested() && queued_ > 0;
 }
@@ -109,10 +110,12 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
   // A batch window of 1 ms should not end 50 us late: the kernel's default timer slack.
   ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   const size_t max_batch = static_cast<size_t>(options_.max_batch);
-  Running& running = running_[static_cast<size_t>(index)];
-  std::unique_lock lock(mu_);
+  Running& running = RunningSlot(index);
+  MutexLock lock(mu_);
   while (instance) {
-    if (!WaitForWork(lock, stop, *instance, [&] { return queued_ > 0; })) return;
+    if (!WaitForWork(lock, stop, *instance, [&]() REQUIRES(mu_) { return queued_ > 0; })) {
+      return;
+    }
     if (MustGiveWay()) {
       lock.unlock();
       instance->Park();
@@ -128,7 +131,7 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     const auto calls =
         static_cast<size_t>(std::clamp(instance->batches_per_call(), 1, kMaxBatchesPerCall));
     auto batch = TakeRequests(max_batch * calls, dead);
-    const auto start = Clock::now();
+    const auto start = Now();
     running = Running{.active = true, .start = start, .deadline = Clock::time_point::min()};
     for (auto& p : batch) {
       p->ledger.started = start;
@@ -154,7 +157,7 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
     }
     std::vector<Status> statuses(executions.size());
     instance->ExecuteEach(executions, statuses);  // by default, one Execute() per batch
-    const auto end = Clock::now();
+    const auto end = Now();
 
     // Take back the callbacks the watchdog has not already answered.
     std::vector<InferCallback> dones(batch.size());
@@ -182,7 +185,7 @@ void ModelScheduler::BatchLoop(std::stop_token stop, int index,
 void ModelScheduler::OnContinuousDone(int worker, Pending* p, Result<InferResponse> result) {
   std::unique_ptr<Pending> owned;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto& active = active_[static_cast<size_t>(worker)];
     auto it = active.find(p);
     if (it == active.end()) return;  // the watchdog answered it already
@@ -195,7 +198,7 @@ void ModelScheduler::OnContinuousDone(int worker, Pending* p, Result<InferRespon
     return;
   }
   {
-    std::lock_guard lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     ++stats_.inference_count;
   }
   Finish(owned->ledger, std::move(owned->done), std::move(result));
@@ -205,22 +208,22 @@ void ModelScheduler::OnContinuousDone(int worker, Pending* p, Result<InferRespon
 void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
                                     std::unique_ptr<Instance> base) {
   auto* instance = static_cast<ContinuousInstance*>(base.get());
-  Running& running = running_[static_cast<size_t>(index)];
-  auto& active = active_[static_cast<size_t>(index)];
+  Running& running = RunningSlot(index);
+  auto& active = ActiveSlot(index);
   while (instance) {
     std::vector<std::pair<std::unique_ptr<Pending>, Status>> dead;
     std::vector<std::unique_ptr<InferRequest>> admitted;
     int sequences = 0;
     {
-      std::unique_lock lock(mu_);
-      if (!WaitForWork(lock, stop, *instance, [&] {
+      MutexLock lock(mu_);
+      if (!WaitForWork(lock, stop, *instance, [&]() REQUIRES(mu_) {
             return !instance->idle() || (queued_ > 0 && instance->free_slots() > 0);
           })) {
         break;
       }
       auto taken =
           TakeRequests(static_cast<size_t>(std::max(0, instance->free_slots())), dead);
-      const auto now = Clock::now();
+      const auto now = Now();
       for (auto& p : taken) {
         p->ledger.started = now;
         auto request = std::move(p->request);
@@ -232,7 +235,7 @@ void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
           p->partials = std::make_shared<PartialGate>();
           request->on_partial = [gate = p->partials, inner = std::move(request->on_partial)](
                                     const InferResponse& partial) {
-            std::lock_guard gate_lock(gate->mu);
+            MutexLock gate_lock(gate->mu);
             return !gate->closed && inner(partial);
           };
         }
@@ -257,17 +260,17 @@ void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
       GiveWay(index, stop);
     }
     if (!instance->idle()) {
-      const auto start = Clock::now();
+      const auto start = Now();
       instance->Step();
-      std::lock_guard stats_lock(stats_mu_);
+      MutexLock stats_lock(stats_mu_);
       ++stats_.execution_count;
       BatchStats& b = stats_.batches[sequences];
       ++b.executions;
-      b.compute_ns += Nanos(Clock::now() - start);
+      b.compute_ns += Nanos(Now() - start);
     }
     bool reported;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       reported = running.reported;
       running = Running{};
     }
@@ -281,7 +284,7 @@ void ModelScheduler::ContinuousLoop(std::stop_token stop, int index,
 }
 
 void ModelScheduler::CountExecution(const Execution& execution, Clock::duration took) {
-  std::lock_guard lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   ++stats_.execution_count;
   stats_.inference_count += static_cast<int64_t>(execution.items.size());
   BatchStats& b = stats_.batches[execution.tier];

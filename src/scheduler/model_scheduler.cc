@@ -82,6 +82,18 @@ class ModelScheduler::Yielder final : public YieldPoint {
   std::stop_token stop_;  // the worker's; set on its thread before its first execution
 };
 
+int LevelOf(const InferRequest& request, int default_level) {
+  return request.priority >= 1 && request.priority <= kMaxPriorityLevel ? request.priority
+                                                                         : default_level;
+}
+
+Clock::time_point DeadlineFor(const InferRequest& request,
+                              const std::array<LevelPolicy, kMaxPriorityLevel + 1>& levels,
+                              int level) {
+  return std::min(request.deadline,
+                  request.arrival + levels[static_cast<size_t>(level)].timeout);
+}
+
 std::array<LevelPolicy, kMaxPriorityLevel + 1> ModelScheduler::Levels(
     const QueueConfig& queue, std::chrono::milliseconds timeout) {
   std::array<LevelPolicy, kMaxPriorityLevel + 1> levels;
@@ -132,8 +144,8 @@ Result<std::unique_ptr<ModelScheduler>> ModelScheduler::Create(Options options,
     s->workers_.emplace_back([p = s.get(), i](std::stop_token stop) { p->WorkerLoop(stop, i); });
   }
   s->watchdog_ = std::jthread([p = s.get()](std::stop_token stop) { p->WatchdogLoop(stop); });
-  std::unique_lock lock(s->mu_);
-  s->cv_.wait(lock, [&] {
+  MutexLock lock(s->mu_);
+  s->cv_.wait(lock, [&]() REQUIRES(s->mu_) {
     return s->instances_ready_ == s->options_.thread_num || !s->instance_error_.ok();
   });
   if (!s->instance_error_.ok()) {
@@ -153,7 +165,7 @@ ModelScheduler::~ModelScheduler() {
   watchdog_ = std::jthread();
   std::vector<std::unique_ptr<Pending>> left;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& q : queues_) {
       for (auto& p : q) left.push_back(std::move(p));
       q.clear();
@@ -170,13 +182,11 @@ ModelScheduler::~ModelScheduler() {
 }
 
 Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
-  const auto now = Clock::now();
+  const auto now = Now();
   auto p = std::make_unique<Pending>();
-  p->level = request->priority >= 1 && request->priority <= kMaxPriorityLevel
-                 ? request->priority
-                 : options_.default_priority;
+  p->level = LevelOf(*request, options_.default_priority);
   const LevelPolicy& policy = options_.levels[static_cast<size_t>(p->level)];
-  request->deadline = std::min(request->deadline, request->arrival + policy.timeout);
+  request->deadline = DeadlineFor(*request, options_.levels, p->level);
   p->deadline = request->deadline;
   p->arrival = request->arrival;
   p->ledger.enqueued = now;
@@ -185,7 +195,7 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
 
   Status rejected = breaker_.Admit(now, p->ledger.ticket);
   if (rejected.ok()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto& queue = queues_[static_cast<size_t>(p->level)];
     if (!accepting_) {
       rejected = Unavailable("model '" + options_.model + "' is shutting down");
@@ -213,7 +223,7 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
       breaker_.Record(p->ledger.ticket, CircuitBreaker::Outcome::kNeutral, "", now);
     }
     {
-      std::lock_guard lock(stats_mu_);
+      MutexLock lock(stats_mu_);
       ++stats_.rejected;
     }
     if (p->done) p->done(rejected);
@@ -228,48 +238,48 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
 }
 
 void ModelScheduler::ExecuteInline(std::unique_ptr<Pending> p) {
-  const auto start = Clock::now();
+  const auto start = Now();
   Result<InferResponse> result = [&]() -> Result<InferResponse> {
     if (Status dead = DeadOutcome(*p, start); !dead.ok()) return dead;
     p->ledger.started = start;
     BatchItem item{p->request.get()};
     Execution execution{.items = BatchView(&item, 1), .tier = 1};
     Status status = inline_instance_->Execute(execution);
-    const auto end = Clock::now();
+    const auto end = Now();
     CountExecution(execution, end - start);
     if (end > p->deadline) return Overrun(*p, end);
     return status.ok() ? std::move(item.result) : Result<InferResponse>(status);
   }();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --executing_;
   }
   Finish(p->ledger, std::move(p->done), std::move(result));
 }
 
 void ModelScheduler::StopAccepting() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   accepting_ = false;
 }
 
 int64_t ModelScheduler::queued() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return queued_;
 }
 
 int64_t ModelScheduler::executing() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return executing_;
 }
 
 SchedulerStats ModelScheduler::stats() const {
   SchedulerStats s;
   {
-    std::lock_guard lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     s = stats_;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (size_t l = 1; l < queues_.size(); ++l) s.queued[l] = static_cast<int64_t>(queues_[l].size());
     s.executing = executing_;
   }
@@ -302,7 +312,7 @@ Status ModelScheduler::DeadOutcome(const Pending& p, Clock::time_point now) cons
 std::vector<std::unique_ptr<ModelScheduler::Pending>> ModelScheduler::TakeRequests(
     size_t n, std::vector<std::pair<std::unique_ptr<Pending>, Status>>& dead) {
   std::vector<std::unique_ptr<Pending>> batch;
-  const auto now = Clock::now();
+  const auto now = Now();
   for (size_t level = 1; level < queues_.size() && batch.size() < n; ++level) {
     auto& queue = queues_[level];
     while (!queue.empty() && batch.size() < n) {
@@ -322,7 +332,7 @@ std::vector<std::unique_ptr<ModelScheduler::Pending>> ModelScheduler::TakeReques
 void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferResponse> result,
                             bool breaker) {
   if (options_.gate) options_.gate->Leave(options_.default_priority);
-  const auto now = Clock::now();
+  const auto now = Now();
   const Status& status = result.status();
   std::string what;
   if (!status.ok()) what = std::string(StatusCodeName(status.code())) + ": " + std::string(status.message());
@@ -332,7 +342,7 @@ void ModelScheduler::Finish(const Ledger& p, InferCallback done, Result<InferRes
   breaker_.Record(p.ticket,
                   executed && breaker ? outcome : CircuitBreaker::Outcome::kNeutral, what, now);
   {
-    std::lock_guard lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     const int64_t took = Nanos(now - p.enqueued);
     if (status.ok()) {
       ++stats_.success;
@@ -372,7 +382,7 @@ void ModelScheduler::Deliver(uint64_t seq, InferCallback done, Result<InferRespo
   }
   // Hold it until every earlier request has been delivered. Callbacks run under order_mu_ so
   // that two threads cannot overtake each other between the check and the call.
-  std::lock_guard lock(order_mu_);
+  MutexLock lock(order_mu_);
   held_.emplace(seq, std::make_pair(std::move(done), std::move(result)));
   while (!held_.empty() && held_.begin()->first == next_deliver_) {
     auto node = held_.extract(held_.begin());
@@ -388,11 +398,11 @@ void ModelScheduler::WorkerLoop(std::stop_token stop, int index) {
     if (Status warm = Warmup(**instance); !warm.ok()) instance = warm;
   }
   {
-    std::lock_guard lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     stats_.workers[static_cast<size_t>(index)] = info;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (instance.ok()) {
       ++instances_ready_;
     } else if (instance_error_.ok()) {
@@ -422,7 +432,7 @@ std::unique_ptr<Instance> ModelScheduler::Restart(int index, std::unique_ptr<Ins
                index);
   options_.on_event("worker_restarted", "worker " + std::to_string(index) +
                                             ": instance replaced after the watchdog report");
-  std::lock_guard lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   ++stats_.workers[static_cast<size_t>(index)].restarts;
   return std::move(*fresh);
 }
@@ -434,7 +444,7 @@ Status ModelScheduler::Warmup(Instance& instance) {
     for (int i = 0; i < options_.warmup; ++i) {
       std::unique_ptr<InferRequest> request = session_.WarmupRequest(tier);
       if (!request) return Status::Ok();  // the model has no way to be warmed
-      request->deadline = Clock::now() + 60s;
+      request->deadline = Now() + 60s;
       Result<InferResponse> result = Internal("the warm-up execution gave no answer");
       if (session_.style() == ExecutionStyle::kContinuous) {
         auto& continuous = static_cast<ContinuousInstance&>(instance);
@@ -463,10 +473,10 @@ void ModelScheduler::GiveWay(int index, std::stop_token stop) {
   if (!MustGiveWay()) return;
   PriorityGate* gate = options_.gate;
   const int level = options_.default_priority;
-  Running& running = running_[static_cast<size_t>(index)];
+  Running& running = RunningSlot(index);
   Clock::time_point until = Clock::time_point::max();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (running.active) {
       running.paused = true;
       until = running.deadline;  // then it runs to the end, late rather than never
@@ -474,11 +484,11 @@ void ModelScheduler::GiveWay(int index, std::stop_token stop) {
   }
   const Clock::duration waited = gate->Wait(level, until, stop);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     running.paused = false;
     running.paused_for += waited;
   }
-  std::lock_guard lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   ++stats_.yields;
   stats_.yield_ns += Nanos(waited);
 }

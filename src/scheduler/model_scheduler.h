@@ -35,6 +35,10 @@
 // batcher). The breaker, deadlines, cancellation, ordering and statistics still apply; there
 // is nothing to batch, prioritize, pin or watch for hangs.
 //
+// Time: whatever the scheduler decides by time — deadlines, batch windows, parking, the
+// breaker's cool-down, hang reports — it reads from Options::time, and its timed waits go
+// through it too: tests pass a FakeTime and move it instead of sleeping.
+//
 // Threads: `thread_num` workers and one watchdog, started by Create() and joined by the
 // destructor (neither in inline mode). Enqueue() is thread-safe and never blocks on a device.
 // A worker is the only thread that touches its instance (except Instance::Abort()).
@@ -48,12 +52,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "backend/backend.h"
+#include "common/clock.h"
 #include "common/histogram.h"
+#include "common/mutex.h"
 #include "common/result.h"
 #include "config/model_config.h"
 #include "scheduler/circuit_breaker.h"
@@ -108,6 +113,16 @@ struct SchedulerStats {
 // stay `into`'s.
 void AddCounts(SchedulerStats& into, const SchedulerStats& more);
 
+// The priority level a request runs at: its own when it names one (1..kMaxPriorityLevel),
+// else the model's `default_level`.
+int LevelOf(const InferRequest& request, int default_level);
+// Its deadline at `level`: the one it asked for, bounded by the level's timeout from its
+// arrival. The service applies it at admission (the deadline holds while a request waits for a
+// load) and the scheduler again at Enqueue (for callers that skip the service).
+Clock::time_point DeadlineFor(const InferRequest& request,
+                              const std::array<LevelPolicy, kMaxPriorityLevel + 1>& levels,
+                              int level);
+
 class ModelScheduler {
  public:
   struct Options {
@@ -147,6 +162,9 @@ class ModelScheduler {
     // Warm-up: each instance runs this many executions at every batch tier (or at 1 when any
     // size runs) before Create() returns; a failure fails the load.
     int warmup = 0;
+    // What deadlines, batch windows, parking and the watchdog go by (tests: a FakeTime); not
+    // owned, outlives the scheduler. The gate keeps its own.
+    const TimeSource* time = &TimeSource::Real();
   };
 
   // Every level with `max_size` and `timeout`, except those `queue` overrides.
@@ -184,28 +202,28 @@ class ModelScheduler {
   ModelScheduler(Options options, Session& session);
   void WorkerLoop(std::stop_token stop, int index);
   void BatchLoop(std::stop_token stop, int index, std::unique_ptr<Instance> instance);
-  // Whether a worker other than `index` is executing a batch now. REQUIRES: mu_ held.
-  bool AnotherBatchExecuting(int index) const;
+  // Whether a worker other than `index` is executing a batch now.
+  bool AnotherBatchExecuting(int index) const REQUIRES(mu_);
   // Before worker `index` takes a batch: waits up to max_queue_delay for a partial batch to
   // fill and, with hold_partial_batches, while another worker's batch executes. False when
-  // nothing is left to take (another worker took it) or the scheduler stops. REQUIRES: `lock`
-  // holds mu_.
-  bool WaitForBatch(std::unique_lock<std::mutex>& lock, std::stop_token stop, int index);
+  // nothing is left to take (another worker took it) or the scheduler stops. `lock` holds mu_.
+  bool WaitForBatch(MutexLock& lock, std::stop_token stop, int index) REQUIRES(mu_);
   void ContinuousLoop(std::stop_token stop, int index, std::unique_ptr<Instance> instance);
   void WatchdogLoop(std::stop_token stop);
   // The watchdog's parts, under mu_: when to wake next; queued requests that expired or were
   // cancelled, and executing ones past their deadline (answered now, the result discarded);
   // executions past deadline + margin (reported, breaker tripped, instance aborted).
-  Clock::time_point NextWatch(Clock::time_point now) const;
-  void CollectDead(Clock::time_point now, std::vector<Answer>& answers);
-  void CollectHung(Clock::time_point now, std::vector<Answer>& answers);
+  Clock::time_point NextWatch(Clock::time_point now) const REQUIRES(mu_);
+  void CollectDead(Clock::time_point now, std::vector<Answer>& answers) REQUIRES(mu_);
+  void CollectHung(Clock::time_point now, std::vector<Answer>& answers) REQUIRES(mu_);
   // 504 for a request whose execution ran past its deadline; counted as a timeout.
   Status Overrun(const Pending& p, Clock::time_point now) const;
   // Pops up to `n` live requests, highest level first; expired and cancelled ones met on the
   // way are moved to `dead` with their outcome.
   std::vector<std::unique_ptr<Pending>> TakeRequests(
-      size_t n, std::vector<std::pair<std::unique_ptr<Pending>, Status>>& dead);
-  Status DeadOutcome(const Pending& p, Clock::time_point now) const;  // REQUIRES: mu_ held
+      size_t n, std::vector<std::pair<std::unique_ptr<Pending>, Status>>& dead) REQUIRES(mu_);
+  // Expired (504) or cancelled, else OK: a request at `now`, queued or about to run.
+  Status DeadOutcome(const Pending& p, Clock::time_point now) const;
   int TierFor(size_t n) const;
   // The one way a queued request leaves: statistics, breaker, then its callback.
   // `breaker`: false when another request already told the breaker this outcome (a failure
@@ -228,48 +246,54 @@ class ModelScheduler {
   std::unique_ptr<Instance> Restart(int index, std::unique_ptr<Instance> instance);
   // Runs options_.warmup executions per tier on `instance` (its own thread).
   Status Warmup(Instance& instance);
-  // Waits until `has_work` (REQUIRES: `lock` holds mu_), parking `instance` once it has waited
+  // Waits until `has_work` (`lock` holds mu_), parking `instance` once it has waited
   // kParkAfter, releasing it after its release_after(); false when stopped.
   template <typename Pred>
-  bool WaitForWork(std::unique_lock<std::mutex>& lock, std::stop_token stop, Instance& instance,
-                   Pred has_work);
+  bool WaitForWork(MutexLock& lock, std::stop_token stop, Instance& instance, Pred has_work)
+      REQUIRES(mu_);
   // True while the gate says a more important model on the device has work.
   bool MustGiveWay() const;
   // Waits while MustGiveWay(): before a worker takes a batch, and (through worker `index`'s
   // Yielder) at the engine's yield points inside an execution.
   void GiveWay(int index, std::stop_token stop);
+  Clock::time_point Now() const { return options_.time->Now(); }
+  // Worker `w`'s entries of running_ and active_. The vectors are sized in the constructor and
+  // never resized, so a worker may keep the reference; what it refers to is guarded by mu_.
+  Running& RunningSlot(int w) NO_THREAD_SAFETY_ANALYSIS;
+  std::map<Pending*, std::unique_ptr<Pending>>& ActiveSlot(int w) NO_THREAD_SAFETY_ANALYSIS;
 
   const Options options_;
   Session& session_;  // not owned
   CircuitBreaker breaker_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;        // workers: work queued, or slots freed
   std::condition_variable_any watch_cv_;  // watchdog: stop
-  std::array<std::deque<std::unique_ptr<Pending>>, kMaxPriorityLevel + 1> queues_;  // by mu_
-  int64_t queued_ = 0;       // guarded by mu_: the sum of the queues' sizes
-  bool accepting_ = true;    // guarded by mu_
-  int64_t executing_ = 0;    // guarded by mu_
-  uint64_t next_seq_ = 0;    // guarded by mu_
-  Clock::time_point watch_next_;  // guarded by mu_: when the watchdog wakes next
-  // Guarded by mu_: how late a batch window's timed wait has been waking (a moving average);
-  // the next window's wait ends that much early, so that it closes when configured.
-  Clock::duration window_lag_{0};
-  bool watch_kick_ = false;       // guarded by mu_: an earlier deadline came; wake now
-  int instances_ready_ = 0;  // guarded by mu_
-  Status instance_error_;    // guarded by mu_
-  std::vector<Running> running_;  // guarded by mu_; one per worker
+  std::array<std::deque<std::unique_ptr<Pending>>, kMaxPriorityLevel + 1> queues_ GUARDED_BY(mu_);
+  int64_t queued_ GUARDED_BY(mu_) = 0;  // the sum of the queues' sizes
+  bool accepting_ GUARDED_BY(mu_) = true;
+  int64_t executing_ GUARDED_BY(mu_) = 0;
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
+  Clock::time_point watch_next_ GUARDED_BY(mu_);  // when the watchdog wakes next
+  // How late a batch window's timed wait has been waking (a moving average); the next window's
+  // wait ends that much early, so that it closes when configured.
+  Clock::duration window_lag_ GUARDED_BY(mu_){0};
+  bool watch_kick_ GUARDED_BY(mu_) = false;  // an earlier deadline came; wake now
+  int instances_ready_ GUARDED_BY(mu_) = 0;
+  Status instance_error_ GUARDED_BY(mu_);
+  // One per worker. Sized once in the constructor: a worker keeps a reference to its own.
+  std::vector<Running> running_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Yielder>> yielders_;  // one per worker, set before it starts
   std::unique_ptr<Instance> inline_instance_;  // inline mode: run by every calling thread
-  // Requests admitted into a continuous instance, per worker. Guarded by mu_.
-  std::vector<std::map<Pending*, std::unique_ptr<Pending>>> active_;
+  // Requests admitted into a continuous instance, per worker.
+  std::vector<std::map<Pending*, std::unique_ptr<Pending>>> active_ GUARDED_BY(mu_);
 
-  mutable std::mutex stats_mu_;
-  SchedulerStats stats_;  // guarded by stats_mu_ (queued/executing/breaker filled on read)
+  mutable Mutex stats_mu_;
+  SchedulerStats stats_ GUARDED_BY(stats_mu_);  // queued/executing/breaker filled on read
 
-  std::mutex order_mu_;  // preserve_ordering: responses held until their turn
-  uint64_t next_deliver_ = 0;                                                   // by order_mu_
-  std::map<uint64_t, std::pair<InferCallback, Result<InferResponse>>> held_;  // by order_mu_
+  Mutex order_mu_;  // preserve_ordering: responses held until their turn
+  uint64_t next_deliver_ GUARDED_BY(order_mu_) = 0;
+  std::map<uint64_t, std::pair<InferCallback, Result<InferResponse>>> held_ GUARDED_BY(order_mu_);
 
   // Last: joined before the members above are destroyed.
   std::jthread watchdog_;

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "scheduler/model_scheduler.h"
@@ -30,8 +29,8 @@ struct ModelScheduler::Ledger {
 // partial in flight finishes before the final answer goes out, and none follows it (the
 // instance sees its on_partial refuse, and ends the sequence).
 struct PartialGate {
-  std::mutex mu;
-  bool closed = false;  // guarded by mu
+  Mutex mu;
+  bool closed GUARDED_BY(mu) = false;
 };
 
 // A request from Enqueue() to Finish().
@@ -66,5 +65,14 @@ struct ModelScheduler::Running {
   bool paused = false;               // giving way at the PriorityGate now
   Clock::duration paused_for{0};     // summed; the watchdog adds it to the deadline
 };
+
+inline ModelScheduler::Running& ModelScheduler::RunningSlot(int w) {
+  return running_[static_cast<size_t>(w)];
+}
+
+inline std::map<ModelScheduler::Pending*, std::unique_ptr<ModelScheduler::Pending>>&
+ModelScheduler::ActiveSlot(int w) {
+  return active_[static_cast<size_t>(w)];
+}
 
 }  // namespace mmserve

@@ -10,7 +10,7 @@ void PriorityGate::Enter(int level) {
 
 void PriorityGate::Leave(int level) {
   Level& l = levels_[static_cast<size_t>(level)];
-  l.last_leave.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  l.last_leave.store(time_.Now().time_since_epoch().count(), std::memory_order_relaxed);
   l.busy.fetch_sub(1);
 }
 
@@ -34,20 +34,20 @@ Clock::time_point PriorityGate::ResumeAt(int level, Clock::time_point now) const
 }
 
 Clock::duration PriorityGate::Wait(int level, Clock::time_point until, std::stop_token stop) {
-  const auto start = Clock::now();
+  const auto start = time_.Now();
   // Polls once per linger while the more important level is busy rather than being woken by
   // Leave(): that would cost the busy model a lock and a wake-up per answer, and this waiter a
   // trip through the scheduler for each, only to sleep out the linger anyway.
   const Clock::duration poll = std::max<Clock::duration>(linger_, std::chrono::milliseconds(1));
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop.stop_requested()) {
-    const auto now = Clock::now();
+    const auto now = time_.Now();
     const auto resume = ResumeAt(level, now);
     if (resume <= now || now >= until) break;
     const auto wake_at = std::min({resume, until, now + poll});
-    cv_.wait_until(lock, stop, wake_at, [] { return false; });  // only a stop ends it early
+    time_.WaitOnce(cv_, lock, stop, wake_at);  // never notified: only a stop ends it early
   }
-  return Clock::now() - start;
+  return time_.Now() - start;
 }
 
 }  // namespace mmserve

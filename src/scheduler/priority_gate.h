@@ -29,10 +29,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <stop_token>
 
 #include "backend/infer_request.h"
+#include "common/clock.h"
+#include "common/mutex.h"
 #include "config/model_config.h"
 
 namespace mmserve {
@@ -41,7 +42,10 @@ class PriorityGate {
  public:
   static constexpr std::chrono::milliseconds kDefaultLinger{5};
 
-  explicit PriorityGate(std::chrono::microseconds linger = kDefaultLinger) : linger_(linger) {}
+  // `time`: what lingers and waits go by (tests: a FakeTime); not owned, outlives the gate.
+  explicit PriorityGate(std::chrono::microseconds linger = kDefaultLinger,
+                        const TimeSource& time = TimeSource::Real())
+      : linger_(linger), time_(time) {}
 
   // A model at `level` was loaded on the device / unloaded.
   void AddModel(int level) { levels_[static_cast<size_t>(level)].models.fetch_add(1); }
@@ -56,7 +60,7 @@ class PriorityGate {
 
   // True while a model of a more important level than `level` is busy.
   bool MustYield(int level) const {
-    const auto now = Clock::now();
+    const auto now = time_.Now();
     return ResumeAt(level, now) > now;
   }
 
@@ -76,8 +80,9 @@ class PriorityGate {
   };
 
   const Clock::duration linger_;
+  const TimeSource& time_;
   std::array<Level, kMaxPriorityLevel + 1> levels_{};  // index 0 unused
-  std::mutex mu_;                   // only for cv_
+  Mutex mu_;                        // only for cv_
   std::condition_variable_any cv_;  // never notified: waits end by time or by stop
 };
 

@@ -70,7 +70,7 @@ void ModelScheduler::CollectDead(Clock::time_point now, std::vector<Answer>& ans
     for (auto& [raw, p] : active) {
       if (!p->done || p->deadline > now) continue;
       if (p->partials) {
-        std::lock_guard gate_lock(p->partials->mu);
+        MutexLock gate_lock(p->partials->mu);
         p->partials->closed = true;
       }
       answers.push_back({p->ledger, std::move(p->done), Overrun(*p, now)});
@@ -120,19 +120,20 @@ void ModelScheduler::CollectHung(Clock::time_point now, std::vector<Answer>& ans
     // Quarantine before the abort, so no new request reaches the instance being replaced.
     breaker_.Trip("watchdog: " + report, now);
     if (r.instance) r.instance->Abort();
-    std::lock_guard stats_lock(stats_mu_);
+    MutexLock stats_lock(stats_mu_);
     ++stats_.watchdog_reports;
   }
 }
 
 void ModelScheduler::WatchdogLoop(std::stop_token stop) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop.stop_requested()) {
-    watch_next_ = NextWatch(Clock::now());
+    watch_next_ = NextWatch(Now());
     watch_kick_ = false;
-    watch_cv_.wait_until(lock, stop, watch_next_, [this] { return watch_kick_; });
+    WaitUntil(*options_.time, watch_cv_, lock, stop, watch_next_,
+              [this]() REQUIRES(mu_) { return watch_kick_; });
     if (stop.stop_requested()) return;
-    const auto now = Clock::now();
+    const auto now = Now();
     std::vector<Answer> answers;
     CollectDead(now, answers);
     CollectHung(now, answers);

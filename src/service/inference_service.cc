@@ -205,10 +205,8 @@ void InferenceService::SubmitTo(const std::shared_ptr<ModelVersion>& pinned,
         version = routed;
         request->model_version = routed->version();
         // The deadline holds from now on, also while the request waits for a load.
-        const int level = request->priority > 0 ? request->priority : routed->config().priority;
-        request->deadline =
-            std::min(request->deadline,
-                     request->arrival + routed->levels()[static_cast<size_t>(level)].timeout);
+        request->deadline = DeadlineFor(*request, routed->levels(),
+                                        LevelOf(*request, routed->config().priority));
         return Admit(routed, request, loaded);
       });
   if (!rejected.ok()) return request->done(std::move(rejected));

@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "testing/fake_time.h"
+
 namespace mmserve {
 namespace {
 
@@ -133,7 +135,11 @@ Result<std::unique_ptr<Instance>> FakeSession::CreateInstance(int index) {
   return std::unique_ptr<Instance>(std::make_unique<FakeInstance>(*this));
 }
 
+// A request's answer, and when it came by `clock` (the scheduler's: a FakeTime in the tests of
+// deadlines, windows and cool-downs, which move time instead of sleeping).
 struct Outcome {
+  explicit Outcome(const TimeSource& time = TimeSource::Real()) : clock(&time) {}
+  const TimeSource* clock;
   std::promise<Status> promise;
   std::future<Status> future = promise.get_future();
   Clock::time_point at;
@@ -147,20 +153,28 @@ std::unique_ptr<InferRequest> Request(Outcome& outcome, std::string id = "",
   r->id = std::move(id);
   r->deadline = deadline;
   r->priority = priority;
+  r->arrival = outcome.clock->Now();
   r->done = [&outcome](Result<InferResponse> result) {
-    outcome.at = Clock::now();
+    outcome.at = outcome.clock->Now();
     outcome.here = MayAnswerHere();
     outcome.promise.set_value(result.status());
   };
   return r;
 }
 
-ModelScheduler::Options Opts(int max_batch = 1) {
+ModelScheduler::Options Opts(int max_batch = 1, const TimeSource& time = TimeSource::Real()) {
   ModelScheduler::Options o;
   o.model = "m";
   o.max_batch = max_batch;
   o.levels = ModelScheduler::Levels(QueueConfig{}, 30s);
+  o.time = &time;
   return o;
+}
+
+// True when `outcome` is still unanswered after a short real wait: what a test checks before it
+// moves fake time past the point that answers it (a wrong early answer shows up here).
+bool StillWaiting(Outcome& outcome) {
+  return outcome.future.wait_for(20ms) == std::future_status::timeout;
 }
 
 // Blocks the single worker on a first request, so that what follows stays queued.
@@ -190,14 +204,16 @@ TEST(ModelSchedulerTest, BatchesWhatIsQueuedUpToMaxBatch) {
 // and only a few: at most kMaxBatchesPerCall.
 TEST(ModelSchedulerTest, AWorkerMayAnswerItselfOnlyAFewRequestsWithNothingQueued) {
   FakeSession session;
-  Outcome first, second, third, fourth, expired;
+  testing::FakeTime time;
+  Outcome first, second, third, fourth, expired(time);
   std::vector<Outcome> batched(2);
   std::vector<Outcome> many(kMaxBatchesPerCall + 1);
   {
-    auto scheduler = ModelScheduler::Create(Opts(2 * kMaxBatchesPerCall), session);
+    auto scheduler = ModelScheduler::Create(Opts(2 * kMaxBatchesPerCall, time), session);
     ASSERT_TRUE(scheduler.ok());
     OccupyWorker(**scheduler, session, first);
-    ASSERT_TRUE((*scheduler)->Enqueue(Request(expired, "", Clock::now() + 20ms)).ok());
+    ASSERT_TRUE((*scheduler)->Enqueue(Request(expired, "", time.Now() + 20ms)).ok());
+    time.Advance(20ms);
     EXPECT_EQ(expired.future.get().code(), StatusCode::kDeadlineExceeded);  // the watchdog's
     ASSERT_TRUE((*scheduler)->Enqueue(Request(second)).ok());
     session.Release();
@@ -225,17 +241,22 @@ TEST(ModelSchedulerTest, AWorkerMayAnswerItselfOnlyAFewRequestsWithNothingQueued
 
 TEST(ModelSchedulerTest, WaitsUpToMaxQueueDelayForAPartialBatchToFill) {
   FakeSession session;
-  std::vector<Outcome> outcomes(3);
-  auto opts = Opts(4);
+  testing::FakeTime time;
+  std::vector<Outcome> outcomes;
+  for (int i = 0; i < 3; ++i) outcomes.emplace_back(time);
+  auto opts = Opts(4, time);
   opts.max_queue_delay = 80ms;
   auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_TRUE(scheduler.ok());
-  const auto start = Clock::now();
+  const auto start = time.Now();
   ASSERT_TRUE((*scheduler)->Enqueue(Request(outcomes[0])).ok());
-  std::this_thread::sleep_for(20ms);
+  time.Advance(20ms);
   ASSERT_TRUE((*scheduler)->Enqueue(Request(outcomes[1])).ok());
+  time.Advance(59ms);
+  EXPECT_TRUE(StillWaiting(outcomes[0])) << "the window closed early";
+  time.Advance(1ms);  // 80 ms after the first arrived
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(outcomes[i].future.get().ok());
-  EXPECT_GE(Clock::now() - start, 75ms) << "the partial batch waited for the delay";
+  EXPECT_EQ(outcomes[0].at - start, 80ms) << "the partial batch went when the window closed";
   {
     std::lock_guard lock(session.mu);
     EXPECT_EQ(session.batch_sizes, std::vector<size_t>{2});
@@ -266,17 +287,24 @@ TEST(ModelSchedulerTest, AFullBatchGoesAtOnceWithoutWaitingForTheDelay) {
 // release_after(), once per idle spell; an instance that says nullopt is never released.
 TEST(ModelSchedulerTest, AnIdleWorkerParksThenReleasesItsInstanceOncePerIdleSpell) {
   for (const bool releases : {true, false}) {
-    SCOPED_TRACE(releases ? "release_after 0" : "never released");
+    SCOPED_TRACE(releases ? "released a minute after it parks" : "never released");
     FakeSession session;
-    if (releases) session.release_after = 0ms;
-    auto scheduler = ModelScheduler::Create(Opts(1), session);
+    testing::FakeTime time;
+    if (releases) session.release_after = 1min;
+    auto scheduler = ModelScheduler::Create(Opts(1, time), session);
     ASSERT_TRUE(scheduler.ok());
+    // Moves time on, a minute at a time, until the count reaches `n`: the worker starts its
+    // idle wait when it gets to it, so one step may come before the wait it was meant to end.
     auto await = [&](int FakeSession::*field, int n) {
-      std::unique_lock lock(session.mu);
-      return session.cv.wait_for(lock, 10s, [&] { return session.*field >= n; });
+      for (int i = 0; i < 1000; ++i) {
+        time.Advance(1min);
+        std::unique_lock lock(session.mu);
+        if (session.cv.wait_for(lock, 10ms, [&] { return session.*field >= n; })) return true;
+      }
+      return false;
     };
     for (int spell = 1; spell <= 2; ++spell) {
-      Outcome outcome;
+      Outcome outcome(time);
       ASSERT_TRUE((*scheduler)->Enqueue(Request(outcome)).ok());
       EXPECT_TRUE(outcome.future.get().ok());
       ASSERT_TRUE(await(&FakeSession::parks, spell));
@@ -285,7 +313,7 @@ TEST(ModelSchedulerTest, AnIdleWorkerParksThenReleasesItsInstanceOncePerIdleSpel
       }
     }
     // Past its second spell's park (and release, if any), the worker ran this request.
-    Outcome last;
+    Outcome last(time);
     ASSERT_TRUE((*scheduler)->Enqueue(Request(last)).ok());
     EXPECT_TRUE(last.future.get().ok());
     std::lock_guard lock(session.mu);
@@ -445,17 +473,25 @@ TEST(ModelSchedulerTest, AFullLevelAnswersAtOnceWhileOtherLevelsStillQueue) {
 
 TEST(ModelSchedulerTest, ExpiredRequestsAreAnsweredAtTheirDeadlineWithoutExecution) {
   FakeSession session;
-  auto scheduler = ModelScheduler::Create(Opts(), session);
+  testing::FakeTime time;
+  auto opts = Opts(1, time);
+  opts.levels = ModelScheduler::Levels(QueueConfig{}, 2h);
+  auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_TRUE(scheduler.ok());
-  Outcome first, expired;
+  Outcome first(time), expired(time);
   OccupyWorker(**scheduler, session, first);
-  const auto deadline = Clock::now() + 30ms;
+  // An hour: what only a clock the test moves can reach within a test.
+  const auto deadline = time.Now() + 1h;
   ASSERT_TRUE((*scheduler)->Enqueue(Request(expired, "expired", deadline)).ok());
+  time.Advance(1h - 1ms);
+  EXPECT_TRUE(StillWaiting(expired));
+  time.Advance(1ms);
   // The only worker is still blocked: the watchdog answers the request at its deadline.
   Status s = expired.future.get();
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(s.message()), HasSubstr("it was not executed"));
-  EXPECT_GE(expired.at, deadline);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("expired after 3600000 ms"));
+  EXPECT_EQ(expired.at, deadline);
   session.Release();
   EXPECT_TRUE(first.future.get().ok());
   EXPECT_THAT(session.Executed(), ElementsAre("first"));
@@ -464,15 +500,18 @@ TEST(ModelSchedulerTest, ExpiredRequestsAreAnsweredAtTheirDeadlineWithoutExecuti
 
 TEST(ModelSchedulerTest, TheLevelTimeoutBoundsTheDeadline) {
   FakeSession session;
-  auto opts = Opts();
+  testing::FakeTime time;
+  auto opts = Opts(1, time);
   opts.levels[3].timeout = 20ms;
   auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_TRUE(scheduler.ok());
-  Outcome first, low, normal;
+  Outcome first(time), low(time), normal(time);
   OccupyWorker(**scheduler, session, first);
   ASSERT_TRUE((*scheduler)->Enqueue(Request(low, "low", Clock::time_point::max(), 3)).ok());
   ASSERT_TRUE((*scheduler)->Enqueue(Request(normal, "normal")).ok());
+  time.Advance(20ms);
   EXPECT_EQ(low.future.get().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(StillWaiting(normal)) << "the default level's 30 s bound its deadline";
   session.Release();
   EXPECT_TRUE(normal.future.get().ok());
 }
@@ -497,7 +536,8 @@ TEST(ModelSchedulerTest, ACancelledRequestIsDroppedWithoutExecution) {
 
 TEST(ModelSchedulerTest, BreakerOpensAfterConsecutiveFailuresAndClosesAfterAProbe) {
   FakeSession session;
-  auto opts = Opts();
+  testing::FakeTime time;
+  auto opts = Opts(1, time);
   opts.breaker = {.failures = 3, .cooldown = 150ms};
   auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_TRUE(scheduler.ok());
@@ -521,12 +561,14 @@ TEST(ModelSchedulerTest, BreakerOpensAfterConsecutiveFailuresAndClosesAfterAProb
   EXPECT_EQ(session.Executed().size(), executed);
 
   // Half-open after the cool-down: a failing probe opens it again ...
-  std::this_thread::sleep_for(160ms);
+  time.Advance(149ms);
+  EXPECT_EQ(run("ok").code(), StatusCode::kUnavailable) << "still cooling down";
+  time.Advance(1ms);
   EXPECT_EQ(run("fail").code(), StatusCode::kInternal);
   EXPECT_EQ((*scheduler)->breaker_state(), CircuitBreaker::State::kOpen);
   EXPECT_EQ(run("ok").code(), StatusCode::kUnavailable);
   // ... and a succeeding one closes it.
-  std::this_thread::sleep_for(160ms);
+  time.Advance(150ms);
   EXPECT_TRUE(run("ok").ok());
   EXPECT_EQ((*scheduler)->breaker_state(), CircuitBreaker::State::kClosed);
   EXPECT_TRUE(run("ok").ok());
@@ -564,14 +606,15 @@ TEST(ModelSchedulerTest, TheRequestsOfOneFailedCallAreOneFailureForTheBreaker) {
 
 TEST(ModelSchedulerTest, HalfOpenLetsExactlyOneProbeThrough) {
   FakeSession session;
-  auto opts = Opts();
+  testing::FakeTime time;
+  auto opts = Opts(1, time);
   opts.breaker = {.failures = 1, .cooldown = 50ms};
   auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_TRUE(scheduler.ok());
   Outcome failed, probe, second;
   ASSERT_TRUE((*scheduler)->Enqueue(Request(failed, "fail")).ok());
   EXPECT_EQ(failed.future.get().code(), StatusCode::kInternal);
-  std::this_thread::sleep_for(60ms);
+  time.Advance(50ms);
   session.Hold();
   ASSERT_TRUE((*scheduler)->Enqueue(Request(probe, "probe")).ok());
   EXPECT_EQ((*scheduler)->Enqueue(Request(second, "second")).code(), StatusCode::kUnavailable);
@@ -583,21 +626,28 @@ TEST(ModelSchedulerTest, HalfOpenLetsExactlyOneProbeThrough) {
 
 TEST(ModelSchedulerTest, WatchdogAnswersAHungExecutionQuarantinesAndRestarts) {
   FakeSession session;
-  auto opts = Opts();
+  testing::FakeTime time;
+  auto opts = Opts(1, time);
   opts.watchdog_margin = 50ms;
   opts.breaker = {.failures = 0, .cooldown = 60s};  // only the watchdog opens it
   auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_TRUE(scheduler.ok());
-  Outcome hung;
-  const auto deadline = Clock::now() + 50ms;
+  Outcome hung(time);
+  const auto deadline = time.Now() + 50ms;
   ASSERT_TRUE((*scheduler)->Enqueue(Request(hung, "hang", deadline)).ok());
+  while ((*scheduler)->executing() == 0) std::this_thread::sleep_for(1ms);
+  time.Advance(50ms);
   // The client is answered at its deadline; the report follows at deadline + margin.
   Status s = hung.future.get();
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(s.message()), HasSubstr("its execution ran past the request's"));
-  EXPECT_GE(hung.at, deadline);
+  EXPECT_EQ(hung.at, deadline);
+  time.Advance(49ms);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ((*scheduler)->stats().watchdog_reports, 0) << "reported before deadline + margin";
+  time.Advance(1ms);
   // The aborted instance is replaced by a fresh one on the same worker.
-  for (int i = 0; i < 200 && (*scheduler)->stats().workers[0].restarts == 0; ++i) {
+  for (int i = 0; i < 3000 && (*scheduler)->stats().workers[0].restarts == 0; ++i) {
     std::this_thread::sleep_for(5ms);
   }
   EXPECT_EQ((*scheduler)->breaker_state(), CircuitBreaker::State::kOpen);
@@ -880,17 +930,22 @@ class StuckGeneratorSession final : public Session {
 // in progress, not of the sequence that outlived its deadline.
 TEST(ModelSchedulerTest, AStuckGeneratorIsReportedWithItsSequencesTimeNotOneSteps) {
   StuckGeneratorSession session;
-  auto opts = Opts();
+  testing::FakeTime time;
+  auto opts = Opts(1, time);
   opts.watchdog_margin = 50ms;
   opts.breaker = {.failures = 0, .cooldown = 60s};
   auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_TRUE(scheduler.ok());
-  Outcome stuck;
-  ASSERT_TRUE((*scheduler)->Enqueue(Request(stuck, "stuck", Clock::now() + 100ms)).ok());
+  Outcome stuck(time);
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(stuck, "stuck", time.Now() + 100ms)).ok());
+  while ((*scheduler)->executing() == 0) std::this_thread::sleep_for(1ms);
+  time.Advance(100ms);
   EXPECT_EQ(stuck.future.get().code(), StatusCode::kDeadlineExceeded);  // at its deadline
-  // The report follows, at deadline + margin.
+  // The report follows, at deadline + margin (or up to the watchdog's 100 ms later: between
+  // steps no execution is running, and it sleeps until its next regular look).
   for (int i = 0; i < 3000 && (*scheduler)->stats().watchdog_reports == 0; ++i) {
-    std::this_thread::sleep_for(10ms);
+    time.Advance(10ms);
+    std::this_thread::sleep_for(1ms);
   }
   // The sequence started before its deadline (else it would have been answered from the
   // queue) and is reported at deadline + margin or later: it has run more than the 50 ms margin,
@@ -954,24 +1009,29 @@ class HeldGeneratorSession final : public Session {
 // progress ends; no partial follows the answer, and the sequence's own end is not a second one.
 TEST(ModelSchedulerTest, AGenerationPastItsDeadlineIsAnsweredAtItNotAtItsNextStep) {
   HeldGeneratorSession session;
-  auto opts = Opts();
+  testing::FakeTime time;
+  auto opts = Opts(1, time);
   opts.watchdog_margin = 600s;  // no hang report: the deadline alone answers
   auto scheduler = ModelScheduler::Create(opts, session);
   ASSERT_TRUE(scheduler.ok());
-  Outcome out;
+  Outcome out(time);
   std::atomic<int> partials{0};
-  auto request = Request(out, "gen", Clock::now() + 50ms);
+  const auto deadline = time.Now() + 50ms;
+  auto request = Request(out, "gen", deadline);
   request->on_partial = [&partials](const InferResponse&) {
     ++partials;
     return true;
   };
   ASSERT_TRUE((*scheduler)->Enqueue(std::move(request)).ok());
+  while ((*scheduler)->executing() == 0) std::this_thread::sleep_for(1ms);
+  time.Advance(50ms);
   // The first step is held: only the deadline can answer.
   const bool answered = out.future.wait_for(60s) == std::future_status::ready;
   const int steps_at_answer = session.steps_done;
   session.Release();  // before any ASSERT: the scheduler's worker waits on it
   ASSERT_TRUE(answered) << "not answered while the step was held";
   EXPECT_EQ(out.future.get().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(out.at, deadline);
   EXPECT_EQ(steps_at_answer, 0);
   for (int i = 0; i < 3000 && session.sequences_ended == 0; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(session.sequences_ended, 1) << "the closed gate ends the sequence";

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/fake_time.h"
+
 namespace mmserve {
 namespace {
 
@@ -37,11 +39,14 @@ TEST(PriorityGateTest, OnlyAModelOfAMoreImportantLevelMakesYieldingPossible) {
 }
 
 TEST(PriorityGateTest, LingersAfterTheLastAnswer) {
-  PriorityGate gate(80ms);
+  testing::FakeTime time;
+  PriorityGate gate(80ms, time);
   gate.Enter(1);
   gate.Leave(1);
   EXPECT_TRUE(gate.MustYield(2));  // the client's next request is likely on its way
-  std::this_thread::sleep_for(120ms);
+  time.Advance(79ms);
+  EXPECT_TRUE(gate.MustYield(2));
+  time.Advance(1ms);
   EXPECT_FALSE(gate.MustYield(2));
 }
 
@@ -54,28 +59,44 @@ TEST(PriorityGateTest, WaitReturnsAtOnceWhenNothingIsMoreImportant) {
 }
 
 TEST(PriorityGateTest, WaitEndsALingerAfterTheMoreImportantLevelEmpties) {
-  PriorityGate gate(30ms);
+  testing::FakeTime time;
+  PriorityGate gate(30ms, time);
   gate.Enter(1);
   auto ended = std::async(std::launch::async, [&] {
-    gate.Wait(4, Clock::time_point::max(), {});
-    return Clock::now();
+    const auto waited = gate.Wait(4, Clock::time_point::max(), {});
+    return std::make_pair(time.Now(), waited);
   });
-  EXPECT_EQ(ended.wait_for(100ms), std::future_status::timeout);
-  const auto left = Clock::now();
+  time.Advance(1h);
+  EXPECT_EQ(ended.wait_for(20ms), std::future_status::timeout) << "level 1 is still busy";
+  const auto left = time.Now();
   gate.Leave(1);
-  ASSERT_EQ(ended.wait_for(2s), std::future_status::ready);
-  EXPECT_GE(ended.get() - left, 30ms);  // the linger, counted from the last answer
+  time.Advance(29ms);
+  EXPECT_EQ(ended.wait_for(20ms), std::future_status::timeout) << "ended before the linger";
+  time.Advance(1ms);
+  ASSERT_EQ(ended.wait_for(60s), std::future_status::ready);
+  const auto [at, waited] = ended.get();
+  EXPECT_EQ(at - left, 30ms);  // the linger, counted from the last answer
+  EXPECT_GE(waited, 30ms);     // (the thread may have started after the first hour passed)
 }
 
 TEST(PriorityGateTest, WaitStopsAtItsBoundAndOnStop) {
-  PriorityGate gate(0ms);
+  testing::FakeTime time;
+  PriorityGate gate(0ms, time);
   gate.Enter(1);
-  // Level 1 never leaves: only the bound ends the wait. (Wait's own figure starts inside the
-  // call, a little after `bound` was set: the bound itself is what is checked.)
-  const auto bound = Clock::now() + 60ms;
-  const auto waited = gate.Wait(2, bound, {});
-  EXPECT_GE(Clock::now(), bound);
+  // Level 1 never leaves: only the bound ends the wait.
+  const auto bound = time.Now() + 60ms;
+  auto bounded = std::async(std::launch::async, [&] {
+    const auto waited = gate.Wait(2, bound, {});
+    return std::make_pair(time.Now(), waited);
+  });
+  time.Advance(59ms);
+  EXPECT_EQ(bounded.wait_for(20ms), std::future_status::timeout) << "ended before its bound";
+  time.Advance(1ms);
+  ASSERT_EQ(bounded.wait_for(60s), std::future_status::ready);
+  const auto [at, waited] = bounded.get();
+  EXPECT_EQ(at, bound);
   EXPECT_GT(waited, 0ms);
+  EXPECT_LE(waited, 60ms);
 
   std::stop_source stop;
   auto stopped = std::async(std::launch::async, [&] {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 
 #include "common/clock.h"
 
@@ -16,6 +17,16 @@ class FakeTime final : public TimeSource {
     return Clock::time_point(Clock::duration(now_.load()));
   }
   void Advance(Clock::duration d) { now_.fetch_add(d.count()); }
+
+  // A waiter wakes every real millisecond to see whether the test moved time past `until`:
+  // Advance() needs no lock of the waiter's, and a wait never outlasts the step that ends it
+  // by more than that.
+  void WaitOnce(std::condition_variable_any& cv, MutexLock& lock, std::stop_token stop,
+                Clock::time_point until) const override {
+    if (Now() >= until) return;
+    TimeSource::Real().WaitOnce(cv, lock, std::move(stop),
+                                Clock::now() + std::chrono::milliseconds(1));
+  }
 
  private:
   std::atomic<Clock::rep> now_;

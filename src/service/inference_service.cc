@@ -241,60 +241,10 @@ Status InferenceService::WithSession(const ModelRef& ref,
 Status InferenceService::Admit(const std::shared_ptr<ModelVersion>& version,
                                std::unique_ptr<InferRequest>& request,
                                std::shared_ptr<LoadedModel>& loaded) {
-  MutexLock lock(version->mu);
-  const ModelConfig& m = version->config();
-  const auto now = time_.Now();
-  version->CountRequestLocked(now);
-  switch (version->state) {
-    case VersionState::kReady:
-      if (version->draining) {
-        // Being emptied for another model's load: wait for its next load.
-        version->waiting.push_back(std::move(request));
-        return Status::Ok();
-      }
-      loaded = version->loaded;
-      ++version->in_flight;  // before the lock goes: an idle unload must see it
-      version->last_used = now;
-      return Status::Ok();
-    case VersionState::kHeld:
-      return Unavailable("model '" + version->VersionName() +
-                         "' was unloaded through the repository API; load it with `mmserve "
-                         "load " + m.name + "` (POST /v2/repository/models/" + m.name + "/load)");
-    case VersionState::kFailed:
-      if (!version->retry_at) {
-        // An on-demand load just failed and its waiters are not answered yet: join them, so
-        // that a request in that window gets the same answer as theirs.
-        if (version->waiting.empty()) break;
-        version->waiting.push_back(std::move(request));
-        return Status::Ok();
-      }
-      if (now < *version->retry_at) {
-        const auto left =
-            std::chrono::duration_cast<std::chrono::milliseconds>(*version->retry_at - now);
-        return Unavailable("model '" + m.name + "' failed to load: " + version->reason +
-                           " (the next load is tried in " + std::to_string(left.count()) +
-                           " ms)");
-      }
-      [[fallthrough]];
-    case VersionState::kOnDemand:
-      // Single flight: the first request queues the load, the others wait for it.
-      version->TransitionLocked(VersionState::kLoadingOnDemand);
-      lifecycle_.Post([this, version] { LoadForWaiting(version); });
-      [[fallthrough]];
-    case VersionState::kLoadingOnDemand:
-      version->waiting.push_back(std::move(request));
-      return Status::Ok();
-    case VersionState::kUnloading:
-      // Idle or evicted: requests wait for the load that follows.
-      if (version->unloading_to != VersionState::kOnDemand) break;
-      version->waiting.push_back(std::move(request));
-      return Status::Ok();
-    case VersionState::kUnloaded:
-    case VersionState::kLoading: break;
-  }
-  return Unavailable("model '" + m.name + "' is " +
-                     std::string(ModelStateName(PublicState(version->state))) +
-                     (version->reason.empty() ? "" : ": " + version->reason));
+  ModelVersion::Admission admission = version->Admit(request, time_.Now());
+  if (admission.start_load) lifecycle_.Post([this, version] { LoadForWaiting(version); });
+  loaded = std::move(admission.serve);
+  return admission.rejected;
 }
 
 void InferenceService::SubmitLoaded(std::shared_ptr<ModelVersion> version,
@@ -335,46 +285,23 @@ void InferenceService::SubmitLoaded(std::shared_ptr<ModelVersion> version,
 }
 
 void InferenceService::LoadForWaiting(const std::shared_ptr<ModelVersion>& version) {
-  bool load = false;
-  {
-    MutexLock lock(version->mu);
-    if (version->state == VersionState::kLoadingOnDemand) {
-      // Retired meanwhile, or shutting down: its requests go where the routing sends them now.
-      load = !version->retire_by && accepting_;
-      if (!load) version->TransitionLocked(VersionState::kOnDemand, "loads on its next request");
-    }
-  }
-  if (load) {
+  const bool ran = version->DemandLoadGoesAhead(accepting_);
+  if (ran) {
     if (const auto again = lifecycle_.Load(*version, /*give_way=*/true)) {
       // It waits for room: the loads queued behind it go first; its requests keep waiting.
       lifecycle_.PostAt(*again, [this, version] { LoadForWaiting(version); });
       return;
     }
   }
-  std::vector<std::unique_ptr<InferRequest>> waiting;
-  std::shared_ptr<LoadedModel> loaded;
-  Status failed;
-  bool reroute = false;
-  {
-    MutexLock lock(version->mu);
-    waiting.swap(version->waiting);
-    if (load && version->state == VersionState::kReady) {
-      loaded = version->loaded;
-      version->in_flight += static_cast<int64_t>(waiting.size());
-    } else if (load && version->state == VersionState::kFailed) {
-      failed = Unavailable("model '" + version->name() + "' failed to load: " + version->reason);
-      version->retry_at = time_.Now() + kLoadRetryBackoff;
+  ModelVersion::Waiters waiters =
+      version->TakeWaitersAfterLoad(ran, time_.Now() + kLoadRetryBackoff);
+  for (auto& r : waiters.requests) {
+    if (waiters.serve) {
+      SubmitLoaded(version, waiters.serve, std::move(r));
+    } else if (!waiters.failed.ok()) {
+      r->done(waiters.failed);
     } else {
-      reroute = true;
-    }
-  }
-  for (auto& r : waiting) {
-    if (reroute) {
-      Submit(std::move(r));
-    } else if (loaded) {
-      SubmitLoaded(version, loaded, std::move(r));
-    } else {
-      r->done(failed);
+      Submit(std::move(r));  // no load ran: where the routing sends it now
     }
   }
 }
@@ -429,8 +356,9 @@ void InferenceService::Shutdown(std::chrono::milliseconds drain_timeout) {
   for (auto& version : registry_.All()) {
     std::vector<std::unique_ptr<InferRequest>> waiting;
     {
+      // One section: no request parks between the take and the end of loading on request.
       MutexLock lock(version->mu);
-      waiting.swap(version->waiting);
+      waiting = std::exchange(version->waiting, {});
       // Nothing loads on request any more.
       const VersionState s = version->state;
       if (s == VersionState::kOnDemand || s == VersionState::kLoadingOnDemand ||

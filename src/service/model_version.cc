@@ -1,6 +1,7 @@
 #include "service/model_version.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <cassert>
 #include <cmath>
@@ -129,6 +130,87 @@ void ModelVersion::TransitionLocked(VersionState to, std::string why, std::strin
               .message = std::move(message)};
   if (events_) event = events_->Record(event.kind, event.model, event.version, event.message);
   last_event = std::move(event);
+}
+
+ModelVersion::Admission ModelVersion::Admit(std::unique_ptr<InferRequest>& request,
+                                            Clock::time_point now) {
+  MutexLock lock(mu);
+  const std::string& name = config_.name;
+  CountRequestLocked(now);
+  const auto park = [&]() REQUIRES(mu) {
+    waiting.push_back(std::move(request));
+    return Admission{};
+  };
+  switch (state) {
+    case VersionState::kReady:
+      // Being emptied for another model's load: wait for its next load.
+      if (draining) return park();
+      ++in_flight;  // before the lock goes: an idle unload must see it
+      last_used = now;
+      return {.serve = loaded};
+    case VersionState::kHeld:
+      return {.rejected = Unavailable(
+                  "model '" + VersionName() +
+                  "' was unloaded through the repository API; load it with `mmserve load " +
+                  name + "` (POST /v2/repository/models/" + name + "/load)")};
+    case VersionState::kFailed:
+      if (!retry_at) {
+        // An on-demand load just failed and its waiters are not answered yet: join them, so
+        // that a request in that window gets the same answer as theirs.
+        if (waiting.empty()) break;
+        return park();
+      }
+      if (now < *retry_at) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*retry_at - now);
+        return {.rejected = Unavailable("model '" + name + "' failed to load: " + reason +
+                                        " (the next load is tried in " +
+                                        std::to_string(left.count()) + " ms)")};
+      }
+      [[fallthrough]];
+    case VersionState::kOnDemand: {
+      // Single flight: the first request queues the load, the others wait for it.
+      TransitionLocked(VersionState::kLoadingOnDemand);
+      Admission first = park();
+      first.start_load = true;
+      return first;
+    }
+    case VersionState::kLoadingOnDemand: return park();
+    case VersionState::kUnloading:
+      // Idle or evicted: requests wait for the load that follows.
+      if (unloading_to != VersionState::kOnDemand) break;
+      return park();
+    case VersionState::kUnloaded:
+    case VersionState::kLoading: break;
+  }
+  return {.rejected = Unavailable("model '" + name + "' is " +
+                                  std::string(ModelStateName(PublicState(state))) +
+                                  (reason.empty() ? "" : ": " + reason))};
+}
+
+std::vector<std::unique_ptr<InferRequest>> ModelVersion::TakeWaiting() {
+  MutexLock lock(mu);
+  return std::exchange(waiting, {});
+}
+
+ModelVersion::Waiters ModelVersion::TakeWaitersAfterLoad(bool ran, Clock::time_point retry) {
+  MutexLock lock(mu);
+  Waiters w{.requests = std::exchange(waiting, {})};
+  if (ran && state == VersionState::kReady) {
+    w.serve = loaded;
+    in_flight += static_cast<int64_t>(w.requests.size());
+  } else if (ran && state == VersionState::kFailed) {
+    w.failed = Unavailable("model '" + name() + "' failed to load: " + reason);
+    retry_at = retry;
+  }
+  return w;
+}
+
+bool ModelVersion::DemandLoadGoesAhead(bool accepting) {
+  MutexLock lock(mu);
+  if (state != VersionState::kLoadingOnDemand) return false;
+  if (!retire_by && accepting) return true;
+  TransitionLocked(VersionState::kOnDemand, "loads on its next request");
+  return false;
 }
 
 int64_t ModelVersion::FootprintLocked() const {

@@ -132,6 +132,36 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   // Asserts the edge is legal. REQUIRES: mu held.
   void TransitionLocked(VersionState to, std::string reason = {}, std::string_view kind = {})
       REQUIRES(mu);
+  // What Admit decided for one request.
+  struct Admission {
+    std::shared_ptr<LoadedModel> serve;  // serve it there now: counted in flight
+    // Parked in `waiting`, and the first to ask: the caller queues the load (LoadForWaiting).
+    bool start_load = false;
+    Status rejected;  // answer it this; OK when it is served or parked
+  };
+  // Decides, under mu, what becomes of `request` arriving at `now`: a ready version serves it;
+  // one that loads on demand (or after its back-off) parks it until the load — single flight,
+  // the first request starts it; every other state rejects it with the reason. Takes `request`
+  // only when it parks it; counts it toward the request rate either way.
+  Admission Admit(std::unique_ptr<InferRequest>& request, Clock::time_point now);
+
+  // The requests waiting for a load, taken to be answered or routed anew.
+  std::vector<std::unique_ptr<InferRequest>> TakeWaiting();
+  // After the load its requests started (LoadForWaiting; `ran`: false when it was called off):
+  // the requests that waited for it and what becomes of them — served by the load, answered
+  // with its error (the back-off starts: a request after `retry_at` tries again), or, when no
+  // load ran, routed anew (neither `serve` nor `failed` set).
+  struct Waiters {
+    std::vector<std::unique_ptr<InferRequest>> requests;
+    std::shared_ptr<LoadedModel> serve;  // counted in flight, each
+    Status failed;
+  };
+  Waiters TakeWaitersAfterLoad(bool ran, Clock::time_point retry_at);
+  // Whether the load its requests started goes ahead now: it is still queued, the version is
+  // still routed to, and `accepting` (the server is not stopping). A queued load that may not
+  // go ahead is called off (back to kOnDemand); its requests are routed anew.
+  bool DemandLoadGoesAhead(bool accepting);
+
   // Where its events go (null: nowhere); its scheduler's events (breaker, workers) go there too.
   const std::shared_ptr<EventLog>& events() const { return events_; }
 

@@ -25,11 +25,10 @@ Result<ReloadReport> ServedSetChanges::Reload() {
 void ServedSetChanges::Publish(const std::string& name, std::shared_ptr<const ServedModel> model) {
   // Requests parked on a retired version waiting for its load go where the routing sends them.
   for (const auto& version : registry_.Publish(name, std::move(model))) {
-    std::vector<std::unique_ptr<InferRequest>> waiting;
+    std::vector<std::unique_ptr<InferRequest>> waiting = version->TakeWaiting();
     int64_t in_flight = 0;
     {
       MutexLock lock(version->mu);
-      waiting.swap(version->waiting);
       in_flight = version->in_flight;
     }
     spdlog::info("model {}: retired; unloads when its {} requests in flight are done",
@@ -148,12 +147,7 @@ Result<ReloadReport> ServedSetChanges::UnloadModel(const std::string& name) {
   if (!model) return NotFound("unknown model '" + name + "'");
   ReloadReport report;
   for (const auto& [v, version] : model->versions) {
-    std::vector<std::unique_ptr<InferRequest>> waiting;
-    {
-      MutexLock lock(version->mu);
-      waiting.swap(version->waiting);
-    }
-    for (auto& r : waiting) {
+    for (auto& r : version->TakeWaiting()) {
       r->done(Unavailable("model '" + name + "' was unloaded through the repository API"));
     }
     lifecycle_.Unload(*version, VersionState::kHeld);

@@ -87,5 +87,90 @@ TEST(ModelVersionTest, RetiredCountsAreCarriedAndTheLastMinuteCountsThem) {
   EXPECT_GT(info.last_minute->p50, 0.001);
 }
 
+// Admission is the version's decision: one request per state, and single flight on demand.
+TEST(ModelVersionTest, AdmitServesParksOrRejectsByState) {
+  using namespace std::chrono_literals;
+  ModelConfig config;
+  config.name = "m";
+  config.load = LoadMode::kOnDemand;
+  ModelVersion version(config, "host");
+  const auto now = Clock::now();
+  auto request = [] { return std::make_unique<InferRequest>(); };
+
+  auto first = request();
+  ModelVersion::Admission a = version.Admit(first, now);
+  EXPECT_TRUE(a.start_load) << "the first request starts the load";
+  EXPECT_TRUE(a.rejected.ok());
+  EXPECT_FALSE(first) << "parked: the version holds it";
+  auto second = request();
+  a = version.Admit(second, now);
+  EXPECT_FALSE(a.start_load) << "single flight: the second waits for the same load";
+  EXPECT_FALSE(second);
+
+  // The load fails: both are answered with its error, and the back-off starts.
+  {
+    MutexLock lock(version.mu);
+    EXPECT_EQ(version.state, S::kLoadingOnDemand);
+    version.TransitionLocked(S::kFailed, "no such file");
+  }
+  EXPECT_FALSE(version.DemandLoadGoesAhead(true)) << "not queued any more";
+  ModelVersion::Waiters waiters = version.TakeWaitersAfterLoad(true, now + 10s);
+  EXPECT_EQ(waiters.requests.size(), 2u);
+  EXPECT_FALSE(waiters.serve);
+  EXPECT_EQ(waiters.failed.message(), "model 'm' failed to load: no such file");
+
+  auto during = request();
+  a = version.Admit(during, now + 4s);
+  EXPECT_EQ(a.rejected.code(), StatusCode::kUnavailable);
+  EXPECT_NE(a.rejected.message().find("the next load is tried in 6000 ms"), std::string::npos)
+      << a.rejected.message();
+  EXPECT_TRUE(during) << "rejected: the caller keeps it to answer";
+  auto after = request();
+  a = version.Admit(after, now + 10s);
+  EXPECT_TRUE(a.start_load) << "past the back-off the next request tries again";
+
+  // Retired while its load was queued: called off, and its requests are routed anew.
+  {
+    MutexLock lock(version.mu);
+    version.retire_by = now;
+  }
+  EXPECT_FALSE(version.DemandLoadGoesAhead(true));
+  waiters = version.TakeWaitersAfterLoad(false, now);
+  EXPECT_EQ(waiters.requests.size(), 1u);
+  EXPECT_FALSE(waiters.serve);
+  EXPECT_TRUE(waiters.failed.ok());
+  MutexLock lock(version.mu);
+  EXPECT_EQ(version.state, S::kOnDemand);
+  version.TransitionLocked(S::kHeld, "unloaded through the repository API");
+}
+
+TEST(ModelVersionTest, AHeldOrLoadingVersionRejectsWithItsReason) {
+  ModelConfig config;
+  config.name = "m";
+  ModelVersion version(config, "host");
+  auto r = std::make_unique<InferRequest>();
+  {
+    MutexLock lock(version.mu);
+    version.TransitionLocked(S::kLoading);
+  }
+  ModelVersion::Admission a = version.Admit(r, Clock::now());
+  EXPECT_EQ(a.rejected.message(), "model 'm' is LOADING");
+  EXPECT_FALSE(a.serve);
+  {
+    MutexLock lock(version.mu);
+    version.TransitionLocked(S::kFailed, "bad file");
+  }
+  a = version.Admit(r, Clock::now());
+  EXPECT_EQ(a.rejected.message(), "model 'm' is UNAVAILABLE: bad file")
+      << "a load someone told failed: no retry on request";
+  {
+    MutexLock lock(version.mu);
+    version.TransitionLocked(S::kHeld);
+  }
+  a = version.Admit(r, Clock::now());
+  EXPECT_NE(a.rejected.message().find("unloaded through the repository API"), std::string::npos);
+  EXPECT_TRUE(r);
+}
+
 }  // namespace
 }  // namespace mmserve

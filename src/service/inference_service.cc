@@ -147,6 +147,7 @@ bool InferenceService::Ready() const {
     // operator unloaded on purpose.
     switch (version->state) {
       case VersionState::kReady:
+      case VersionState::kDraining:
       case VersionState::kOnDemand:
       case VersionState::kLoadingOnDemand:
       case VersionState::kHeld: continue;
@@ -221,7 +222,7 @@ Status InferenceService::WithSession(const ModelRef& ref,
   MMS_RETURN_IF_ERROR(registry_.RouteAnd(
       ref, {}, nullptr, [&](const std::shared_ptr<ModelVersion>& routed) -> Status {
         MutexLock lock(routed->mu);
-        if (routed->state != VersionState::kReady) {
+        if (!routed->loaded) {  // kReady or kDraining: a session to ask
           return Unavailable("model '" + routed->VersionName() + "' is not loaded (" +
                              std::string(ModelStateName(PublicState(routed->state))) +
                              "); it loads on its first inference request, or with `mmserve "

@@ -27,7 +27,6 @@ int64_t HeapBytesInUse() {
 // it holds. The caller frees it without the lock and then calls FinishUnload.
 std::shared_ptr<LoadedModel> BeginUnloadLocked(ModelVersion& v, VersionState to)
     REQUIRES(v.mu) {
-  v.draining = false;
   v.unloading_to = to;
   v.TransitionLocked(VersionState::kUnloading);
   return std::move(v.loaded);
@@ -374,8 +373,8 @@ Status Lifecycle::LoadAll(const VersionMap& versions, bool startup_only) {
     {
       MutexLock lock(version->mu);
       const VersionState s = version->state;
-      if (s == VersionState::kReady || s == VersionState::kUnloading ||
-          s == VersionState::kLoading) {
+      if (s == VersionState::kReady || s == VersionState::kDraining ||
+          s == VersionState::kUnloading || s == VersionState::kLoading) {
         continue;
       }
       if (startup_only && version->config().load != LoadMode::kStartup) continue;
@@ -425,7 +424,7 @@ void Lifecycle::Unload(ModelVersion& version, VersionState to) {
       if (to == VersionState::kHeld) version.unloading_to = to;  // an idle unload ends held
       return;
     }
-    if (version.state != VersionState::kReady) {
+    if (version.state != VersionState::kReady && version.state != VersionState::kDraining) {
       if (to == VersionState::kHeld && version.state != to) {
         version.TransitionLocked(to, "unloaded through the repository API");
       }
@@ -459,7 +458,10 @@ bool Lifecycle::Evict(ModelVersion& version, std::string why) {
   {
     MutexLock lock(version.mu);
     // A request arrived meanwhile: the caller looks again.
-    if (version.state != VersionState::kReady || version.in_flight > 0) return false;
+    if ((version.state != VersionState::kReady && version.state != VersionState::kDraining) ||
+        version.in_flight > 0) {
+      return false;
+    }
     ++version.evictions;
     loaded = BeginUnloadLocked(version, VersionState::kOnDemand);
   }

@@ -130,7 +130,7 @@ int64_t Lifecycle::ShedCaches(const ModelVersion& loading, int64_t needed) {
     std::shared_ptr<LoadedModel> loaded;
     {
       MutexLock lock(e->mu);
-      if (e->state == VersionState::kReady) loaded = e->loaded;
+      loaded = e->loaded;  // kReady or kDraining
     }
     if (!loaded) continue;
     const int64_t given = loaded->session->ShedCache(needed - shed);  // no lock: a round trip
@@ -170,7 +170,8 @@ Lifecycle::DrainResult Lifecycle::Drain(ModelVersion& victim, Clock::time_point 
   {
     MutexLock lock(victim.mu);
     if (victim.state != VersionState::kReady) return DrainResult::kLookAgain;
-    victim.draining = true;
+    victim.TransitionLocked(VersionState::kDraining,
+                            "making room for " + for_whom + ": new requests wait for its next load");
     in_flight = victim.in_flight;
   }
   if (in_flight > 0) {
@@ -181,10 +182,10 @@ Lifecycle::DrainResult Lifecycle::Drain(ModelVersion& victim, Clock::time_point 
     // Woken by the last request's answer or a state change, not by polling the loader thread.
     MutexLock lock(victim.mu);
     victim.changed.wait_until(lock, until, [&]() REQUIRES(victim.mu) {
-      return victim.state != VersionState::kReady || victim.in_flight == 0;
+      return victim.state != VersionState::kDraining || victim.in_flight == 0;
     });
-    if (victim.state != VersionState::kReady) return DrainResult::kLookAgain;  // unloaded
-    if (victim.in_flight == 0) return DrainResult::kDrained;  // Evict clears `draining`
+    if (victim.state != VersionState::kDraining) return DrainResult::kLookAgain;  // unloaded
+    if (victim.in_flight == 0) return DrainResult::kDrained;  // Evict unloads it
   }
   spdlog::info("model {}: still busy at the deadline of {}'s requests; it keeps serving",
                victim.VersionName(), for_whom);
@@ -196,8 +197,9 @@ void Lifecycle::Undrain(ModelVersion& victim) {
   bool held_back = false;
   {
     MutexLock lock(victim.mu);
-    victim.draining = false;
-    held_back = victim.state == VersionState::kReady && !victim.waiting.empty();
+    if (victim.state != VersionState::kDraining) return;  // unloaded meanwhile
+    victim.TransitionLocked(VersionState::kReady);
+    held_back = !victim.waiting.empty();
   }
   // The requests it held back go through the routing again (LoadForWaiting on a ready version).
   if (held_back && hooks_.queue_demand_load) hooks_.queue_demand_load(victim.shared_from_this());

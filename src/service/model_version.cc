@@ -30,6 +30,7 @@ std::string_view VersionStateName(VersionState state) {
     case VersionState::kLoading: return "loading";
     case VersionState::kLoadingOnDemand: return "loading-on-demand";
     case VersionState::kReady: return "ready";
+    case VersionState::kDraining: return "draining";
     case VersionState::kFailed: return "failed";
     case VersionState::kUnloading: return "unloading";
     case VersionState::kHeld: return "held";
@@ -43,7 +44,8 @@ ModelState PublicState(VersionState state) {
     case VersionState::kOnDemand: return ModelState::kNotLoaded;
     case VersionState::kLoading:
     case VersionState::kLoadingOnDemand: return ModelState::kLoading;
-    case VersionState::kReady: return ModelState::kReady;
+    case VersionState::kReady:
+    case VersionState::kDraining: return ModelState::kReady;  // it still serves what it holds
     case VersionState::kUnloading: return ModelState::kUnloading;
     case VersionState::kFailed:
     case VersionState::kHeld: return ModelState::kUnavailable;
@@ -63,7 +65,8 @@ bool IsLegalTransition(VersionState from, VersionState to) {
     case S::kLoadingOnDemand:
       return to == S::kReady || to == S::kFailed || to == S::kOnDemand || to == S::kHeld ||
              to == S::kUnloaded;
-    case S::kReady: return to == S::kUnloading;
+    case S::kReady: return to == S::kUnloading || to == S::kDraining;
+    case S::kDraining: return to == S::kUnloading || to == S::kReady;
     case S::kFailed:
       return to == S::kLoading || to == S::kLoadingOnDemand || to == S::kHeld ||
              to == S::kUnloaded;
@@ -80,7 +83,8 @@ std::string_view EventKindOf(VersionState from, VersionState to) {
   switch (to) {
     case VersionState::kLoading:
     case VersionState::kLoadingOnDemand: return "loading";
-    case VersionState::kReady: return "loaded";
+    case VersionState::kReady: return from == VersionState::kDraining ? "" : "loaded";
+    case VersionState::kDraining: return "";  // the lifecycle logs it; an eviction may follow
     case VersionState::kFailed: return "load_failed";
     case VersionState::kUnloading: return "";
     case VersionState::kHeld: return from == VersionState::kUnloading ? "unloaded" : "held";
@@ -143,8 +147,6 @@ ModelVersion::Admission ModelVersion::Admit(std::unique_ptr<InferRequest>& reque
   };
   switch (state) {
     case VersionState::kReady:
-      // Being emptied for another model's load: wait for its next load.
-      if (draining) return park();
       ++in_flight;  // before the lock goes: an idle unload must see it
       last_used = now;
       return {.serve = loaded};
@@ -175,6 +177,7 @@ ModelVersion::Admission ModelVersion::Admit(std::unique_ptr<InferRequest>& reque
       return first;
     }
     case VersionState::kLoadingOnDemand: return park();
+    case VersionState::kDraining: return park();  // emptied for another load: wait for its next
     case VersionState::kUnloading:
       // Idle or evicted: requests wait for the load that follows.
       if (unloading_to != VersionState::kOnDemand) break;

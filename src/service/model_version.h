@@ -5,6 +5,8 @@
 //   kUnloaded ──load──► kLoading ──ok──► kReady ──unload──► kUnloading ──► kUnloaded
 //                          └──error──► kFailed          (idle or evicted) ──► kOnDemand
 //                                                       (repository unload) ──► kHeld
+//   kReady ──make room for another load──► kDraining ──evicted or unloaded──► kUnloading
+//                                             └──still busy at the loader's deadline──► kReady
 //   kOnDemand ──a request──► kLoadingOnDemand ──ok──► kReady
 //                                └──error──► kFailed ──a request after the back-off──┘
 //   kHeld / kFailed / kOnDemand ──LoadModel──► kLoading
@@ -12,11 +14,12 @@
 //   kOnDemand, kFailed, a queued kLoadingOnDemand ──shutdown──► kUnloaded
 //   a queued kLoadingOnDemand whose version retired ──► kOnDemand
 //
-// IsLegalTransition() holds exactly these 22 edges (model_version_test counts them).
+// IsLegalTransition() holds exactly these 25 edges (model_version_test counts them).
 //
 // Requests to a kReady version are served; to kOnDemand (or kFailed past its back-off) start
 // one load and wait for it, as do those arriving during kLoadingOnDemand; every other state
-// answers 503 with the reason. Retirement is the registry's: a retired version takes no new
+// answers 503 with the reason. A kDraining version serves the requests it holds and parks new
+// ones for its next load. Retirement is the registry's: a retired version takes no new
 // requests whatever its state and unloads once the requests it holds are done.
 #pragma once
 
@@ -49,6 +52,7 @@ enum class VersionState {
   kLoading,          // a load someone told is running; requests get 503
   kLoadingOnDemand,  // a load its requests started is queued or running; requests wait for it
   kReady,            // serves requests
+  kDraining,         // loaded, being emptied for another model's load: new requests wait
   kFailed,           // its last load failed (reason kept)
   kUnloading,        // its workers stop and its memory is freed
   kHeld,             // unloaded through the repository API: 503 until LoadModel
@@ -197,9 +201,9 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   MemoryEstimate estimate GUARDED_BY(mu);
   int64_t measured_bytes GUARDED_BY(mu) = 0;
   int64_t shed_bytes GUARDED_BY(mu) = 0;  // cache room given back since its last load
-  std::shared_ptr<LoadedModel> loaded GUARDED_BY(mu);  // set exactly while kReady
+  std::shared_ptr<LoadedModel> loaded GUARDED_BY(mu);  // set exactly while kReady or kDraining
   ModelSignature signature GUARDED_BY(mu);             // kept from its last load
-  // Requests waiting for a load: in kLoadingOnDemand, kUnloading to kOnDemand, or draining.
+  // Requests waiting for a load: in kLoadingOnDemand, kDraining, kUnloading to kOnDemand.
   std::vector<std::unique_ptr<InferRequest>> waiting GUARDED_BY(mu);
   int64_t in_flight GUARDED_BY(mu) = 0;
   // Notified when in_flight falls to 0 and at every state change: a drain waits on it.
@@ -209,9 +213,6 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   std::chrono::nanoseconds last_load_time GUARDED_BY(mu){0};
   Clock::time_point ready_at GUARDED_BY(mu);  // steady clock: when its last load finished
   Clock::time_point last_used GUARDED_BY(mu) = Clock::now();
-  // While kReady: being emptied to make room for another model's load; new requests wait in
-  // `waiting` for its next load instead of joining its queue. Cleared when it unloads.
-  bool draining GUARDED_BY(mu) = false;
   // kFailed after a load its requests started: requests get its error until then, and the
   // first one after it loads again. Unset after a load someone told (no retry on request).
   std::optional<Clock::time_point> retry_at GUARDED_BY(mu);

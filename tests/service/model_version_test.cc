@@ -19,6 +19,9 @@ TEST(ModelVersionTest, TheStateMachineHasTheDrawnEdgesOnly) {
   EXPECT_TRUE(IsLegalTransition(S::kUnloading, S::kHeld));
   EXPECT_TRUE(IsLegalTransition(S::kFailed, S::kLoadingOnDemand));  // after the back-off
   EXPECT_TRUE(IsLegalTransition(S::kHeld, S::kLoading));            // LoadModel
+  EXPECT_TRUE(IsLegalTransition(S::kReady, S::kDraining));          // room for another load
+  EXPECT_TRUE(IsLegalTransition(S::kDraining, S::kUnloading));      // ... evicted
+  EXPECT_TRUE(IsLegalTransition(S::kDraining, S::kReady));          // ... still busy: serves on
   // What the machine forbids: a ready version loading again, a load skipping its end, an
   // unload of what is not loaded, leaving held without a load.
   EXPECT_FALSE(IsLegalTransition(S::kReady, S::kLoading));
@@ -36,7 +39,7 @@ TEST(ModelVersionTest, TheStateMachineHasTheDrawnEdgesOnly) {
       edges += IsLegalTransition(static_cast<S>(from), static_cast<S>(to));
     }
   }
-  EXPECT_EQ(edges, 22) << "an edge added or removed: redraw model_version.h";
+  EXPECT_EQ(edges, 25) << "an edge added or removed: redraw model_version.h";
 }
 
 TEST(ModelVersionTest, FrontendsSeeTheRepositoryApisStates) {
@@ -44,6 +47,7 @@ TEST(ModelVersionTest, FrontendsSeeTheRepositoryApisStates) {
   EXPECT_EQ(PublicState(S::kLoadingOnDemand), ModelState::kLoading);
   EXPECT_EQ(PublicState(S::kFailed), ModelState::kUnavailable);
   EXPECT_EQ(PublicState(S::kHeld), ModelState::kUnavailable);
+  EXPECT_EQ(PublicState(S::kDraining), ModelState::kReady);  // it still serves what it holds
   EXPECT_EQ(ModelStateName(PublicState(S::kReady)), "READY");
 }
 
@@ -170,6 +174,28 @@ TEST(ModelVersionTest, AHeldOrLoadingVersionRejectsWithItsReason) {
   a = version.Admit(r, Clock::now());
   EXPECT_NE(a.rejected.message().find("unloaded through the repository API"), std::string::npos);
   EXPECT_TRUE(r);
+}
+
+// A version emptied for another model's load serves what it holds and parks what comes; the
+// requests go through the routing again if the drain is given up (it serves on).
+TEST(ModelVersionTest, ADrainingVersionParksNewRequestsForItsNextLoad) {
+  ModelConfig config;
+  config.name = "m";
+  ModelVersion version(config, "host");
+  {
+    MutexLock lock(version.mu);
+    version.TransitionLocked(S::kLoading);
+    version.TransitionLocked(S::kReady);
+    version.TransitionLocked(S::kDraining, "making room for big v1");
+  }
+  auto r = std::make_unique<InferRequest>();
+  ModelVersion::Admission a = version.Admit(r, Clock::now());
+  EXPECT_TRUE(a.rejected.ok());
+  EXPECT_FALSE(a.serve);
+  EXPECT_FALSE(a.start_load) << "no load of its own: the eviction's unload brings one";
+  EXPECT_FALSE(r);
+  EXPECT_EQ(version.Snapshot().state, ModelState::kReady);
+  EXPECT_EQ(version.TakeWaiting().size(), 1u);
 }
 
 }  // namespace

@@ -130,17 +130,8 @@ Status Lifecycle::CheckPlacement(const ModelConfig& m) const {
 
 void Lifecycle::Start(Hooks hooks) {
   hooks_ = std::move(hooks);
-  loader_ = std::jthread([this](std::stop_token stop) { LoaderLoop(stop); });
+  loads_.Start();
   reaper_ = std::jthread([this](std::stop_token stop) { ReaperLoop(stop); });
-}
-
-void Lifecycle::Post(std::function<void()> task) { PostAt(Clock::now(), std::move(task)); }
-
-void Lifecycle::PostAt(Clock::time_point when, std::function<void()> task) {
-  MutexLock lock(mu_);
-  tasks_.push_back({.run = std::move(task), .not_before = when});
-  ++posted_;
-  loader_cv_.notify_all();
 }
 
 void Lifecycle::WakeReaper() {
@@ -150,60 +141,11 @@ void Lifecycle::WakeReaper() {
 }
 
 void Lifecycle::Stop() {
-  for (auto* t : {&reaper_, &loader_}) {
-    if (t->joinable()) {
-      t->request_stop();
-      t->join();
-    }
+  if (reaper_.joinable()) {
+    reaper_.request_stop();
+    reaper_.join();
   }
-}
-
-void Lifecycle::LoaderLoop(std::stop_token stop) {
-  auto run = [](const std::function<void()>& task) {
-    try {
-      task();
-    } catch (const std::exception& e) {
-      spdlog::error("loader thread: unexpected exception: {}", e.what());
-    }
-  };
-  while (true) {
-    std::function<void()> task;
-    {
-      MutexLock lock(mu_);
-      // The first task whose time has come; else wait for the earliest, or a new one.
-      while (!stop.stop_requested() && !task) {
-        const auto now = Clock::now();
-        auto due = tasks_.end();
-        Clock::time_point earliest = Clock::time_point::max();
-        for (auto it = tasks_.begin(); it != tasks_.end() && due == tasks_.end(); ++it) {
-          if (it->not_before <= now) due = it;
-          earliest = std::min(earliest, it->not_before);
-        }
-        if (due != tasks_.end()) {
-          task = std::move(due->run);
-          tasks_.erase(due);
-          break;
-        }
-        const uint64_t seen = posted_;
-        const auto posted = [&]() REQUIRES(mu_) { return posted_ != seen; };
-        if (tasks_.empty()) {
-          loader_cv_.wait(lock, stop, posted);
-        } else {
-          loader_cv_.wait_until(lock, stop, earliest, posted);
-        }
-      }
-    }
-    if (!task) break;  // stopping
-    run(task);
-  }
-  // What is still queued (for later too) runs now that the service stopped accepting: each
-  // task answers "shutting down".
-  std::deque<Task> left;
-  {
-    MutexLock lock(mu_);
-    left.swap(tasks_);
-  }
-  for (auto& task : left) run(task.run);
+  loads_.Stop();
 }
 
 void Lifecycle::ReaperLoop(std::stop_token stop) {

@@ -2,8 +2,8 @@
 // unload, unload-if-idle, evict — within each memory domain's budget, and runs the two threads
 // that change them while serving:
 //
-//   loader  runs loads and changes of the served set one at a time, in the order posted (a
-//           task posted for later waits for its time, and those behind it go first);
+//   loader  a LoadQueue (service/load_queue.h): loads and changes of the served set, one at a
+//           time, in the order posted;
 //   reaper  every 50 ms, or when a version goes idle: answers requests that waited for a load
 //           past their deadline, unloads versions idle past their keep_alive and retired ones
 //           whose requests are done, then calls the tick hook (the config watch).
@@ -40,6 +40,7 @@
 #include "common/mutex.h"
 #include "runtime/runtime_guard.h"
 #include "scheduler/priority_gate.h"
+#include "service/load_queue.h"
 #include "service/model_registry.h"
 
 namespace mmserve {
@@ -74,9 +75,11 @@ class Lifecycle {
 
   void Start(Hooks hooks);  // starts the loader and reaper threads
   // Runs `task` on the loader thread, after those posted before it.
-  void Post(std::function<void()> task);
+  void Post(std::function<void()> task) { loads_.Post(std::move(task)); }
   // The same, not before `when` (steady clock): tasks posted after it may run first.
-  void PostAt(Clock::time_point when, std::function<void()> task);
+  void PostAt(Clock::time_point when, std::function<void()> task) {
+    loads_.PostAt(when, std::move(task));
+  }
   // Stops both threads; tasks still queued run then (each answers "shutting down").
   void Stop();
 
@@ -151,7 +154,6 @@ class Lifecycle {
   // state's own).
   void FinishUnload(ModelVersion& version, std::shared_ptr<LoadedModel> loaded,
                     std::string reason, std::string_view kind = {});
-  void LoaderLoop(std::stop_token stop);
   void ReaperLoop(std::stop_token stop);
   void Reap(Clock::time_point now);
 
@@ -176,17 +178,10 @@ class Lifecycle {
 
   Hooks hooks_;  // set by Start
   Mutex mu_;
-  std::condition_variable_any loader_cv_;
   std::condition_variable_any reaper_cv_;
-  struct Task {
-    std::function<void()> run;
-    Clock::time_point not_before;
-  };
-  std::deque<Task> tasks_ GUARDED_BY(mu_);
-  uint64_t posted_ GUARDED_BY(mu_) = 0;  // tasks ever posted: a new one wakes a timed wait
   bool wake_reaper_ GUARDED_BY(mu_) = false;
 
-  std::jthread loader_;  // last: stopped and joined first
+  LoadQueue loads_;  // last: stopped first (Stop stops the reaper, then the loads)
   std::jthread reaper_;
 };
 

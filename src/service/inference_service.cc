@@ -151,9 +151,8 @@ bool InferenceService::Ready() const {
       case VersionState::kOnDemand:
       case VersionState::kLoadingOnDemand:
       case VersionState::kHeld: continue;
-      case VersionState::kFailed:
-        if (version->retry_at) continue;
-        return false;
+      case VersionState::kBackingOff: continue;  // its next request loads it again
+      case VersionState::kFailed: return false;
       case VersionState::kUnloading:
         if (version->unloading_to != VersionState::kUnloaded) continue;
         return false;
@@ -363,9 +362,8 @@ void InferenceService::Shutdown(std::chrono::milliseconds drain_timeout) {
       // Nothing loads on request any more.
       const VersionState s = version->state;
       if (s == VersionState::kOnDemand || s == VersionState::kLoadingOnDemand ||
-          (s == VersionState::kFailed && version->retry_at)) {
+          s == VersionState::kBackingOff) {
         version->TransitionLocked(VersionState::kUnloaded, "the server is shutting down");
-        version->retry_at.reset();
       }
     }
     for (auto& r : waiting) r->done(Unavailable("the server is shutting down"));

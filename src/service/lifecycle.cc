@@ -219,7 +219,6 @@ std::optional<Clock::time_point> Lifecycle::Load(ModelVersion& version, bool giv
     } else {
       version.TransitionLocked(VersionState::kLoading);
     }
-    version.retry_at.reset();
   }
   auto fail = [&](const Status& s) -> std::optional<Clock::time_point> {
     spdlog::error("model {}: load failed: {}", version.VersionName(), s.ToString());

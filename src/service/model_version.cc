@@ -32,6 +32,7 @@ std::string_view VersionStateName(VersionState state) {
     case VersionState::kReady: return "ready";
     case VersionState::kDraining: return "draining";
     case VersionState::kFailed: return "failed";
+    case VersionState::kBackingOff: return "backing-off";
     case VersionState::kUnloading: return "unloading";
     case VersionState::kHeld: return "held";
   }
@@ -48,6 +49,7 @@ ModelState PublicState(VersionState state) {
     case VersionState::kDraining: return ModelState::kReady;  // it still serves what it holds
     case VersionState::kUnloading: return ModelState::kUnloading;
     case VersionState::kFailed:
+    case VersionState::kBackingOff:
     case VersionState::kHeld: return ModelState::kUnavailable;
   }
   return ModelState::kUnavailable;
@@ -67,8 +69,9 @@ bool IsLegalTransition(VersionState from, VersionState to) {
              to == S::kUnloaded;
     case S::kReady: return to == S::kUnloading || to == S::kDraining;
     case S::kDraining: return to == S::kUnloading || to == S::kReady;
-    case S::kFailed:
-      return to == S::kLoading || to == S::kLoadingOnDemand || to == S::kHeld ||
+    case S::kFailed: return to == S::kLoading || to == S::kBackingOff || to == S::kHeld;
+    case S::kBackingOff:
+      return to == S::kLoadingOnDemand || to == S::kLoading || to == S::kHeld ||
              to == S::kUnloaded;
     case S::kUnloading: return to == S::kUnloaded || to == S::kOnDemand || to == S::kHeld;
     case S::kHeld: return to == S::kLoading;
@@ -86,6 +89,7 @@ std::string_view EventKindOf(VersionState from, VersionState to) {
     case VersionState::kReady: return from == VersionState::kDraining ? "" : "loaded";
     case VersionState::kDraining: return "";  // the lifecycle logs it; an eviction may follow
     case VersionState::kFailed: return "load_failed";
+    case VersionState::kBackingOff: return "";  // the failure was the event
     case VersionState::kUnloading: return "";
     case VersionState::kHeld: return from == VersionState::kUnloading ? "unloaded" : "held";
     case VersionState::kUnloaded:
@@ -156,14 +160,13 @@ ModelVersion::Admission ModelVersion::Admit(std::unique_ptr<InferRequest>& reque
                   "' was unloaded through the repository API; load it with `mmserve load " +
                   name + "` (POST /v2/repository/models/" + name + "/load)")};
     case VersionState::kFailed:
-      if (!retry_at) {
-        // An on-demand load just failed and its waiters are not answered yet: join them, so
-        // that a request in that window gets the same answer as theirs.
-        if (waiting.empty()) break;
-        return park();
-      }
-      if (now < *retry_at) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*retry_at - now);
+      // An on-demand load just failed and its waiters are not answered yet: join them, so
+      // that a request in that window gets the same answer as theirs.
+      if (waiting.empty()) break;
+      return park();
+    case VersionState::kBackingOff:
+      if (now < retry_at) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(retry_at - now);
         return {.rejected = Unavailable("model '" + name + "' failed to load: " + reason +
                                         " (the next load is tried in " +
                                         std::to_string(left.count()) + " ms)")};
@@ -204,6 +207,7 @@ ModelVersion::Waiters ModelVersion::TakeWaitersAfterLoad(bool ran, Clock::time_p
   } else if (ran && state == VersionState::kFailed) {
     w.failed = Unavailable("model '" + name() + "' failed to load: " + reason);
     retry_at = retry;
+    TransitionLocked(VersionState::kBackingOff, reason);
   }
   return w;
 }

@@ -8,16 +8,19 @@
 //   kReady ──make room for another load──► kDraining ──evicted or unloaded──► kUnloading
 //                                             └──still busy at the loader's deadline──► kReady
 //   kOnDemand ──a request──► kLoadingOnDemand ──ok──► kReady
-//                                └──error──► kFailed ──a request after the back-off──┘
-//   kHeld / kFailed / kOnDemand ──LoadModel──► kLoading
-//   kUnloaded, kOnDemand, kFailed, a queued kLoadingOnDemand ──repository unload──► kHeld
-//   kOnDemand, kFailed, a queued kLoadingOnDemand ──shutdown──► kUnloaded
+//                                └──error──► kFailed ──its waiters answered──► kBackingOff
+//   kBackingOff ──a request after the back-off──► kLoadingOnDemand
+//   kHeld / kFailed / kBackingOff / kOnDemand ──LoadModel──► kLoading
+//   kUnloaded, kOnDemand, kFailed, kBackingOff, a queued kLoadingOnDemand ──repository
+//   unload──► kHeld
+//   kOnDemand, kBackingOff, a queued kLoadingOnDemand ──shutdown──► kUnloaded
 //   a queued kLoadingOnDemand whose version retired ──► kOnDemand
 //
-// IsLegalTransition() holds exactly these 25 edges (model_version_test counts them).
+// IsLegalTransition() holds exactly these 28 edges (model_version_test counts them).
 //
-// Requests to a kReady version are served; to kOnDemand (or kFailed past its back-off) start
-// one load and wait for it, as do those arriving during kLoadingOnDemand; every other state
+// Requests to a kReady version are served; to kOnDemand (or kBackingOff past retry_at) start
+// one load and wait for it, as do those arriving during kLoadingOnDemand (or to a kFailed one
+// whose waiters are not answered yet: they get the same answer); every other state
 // answers 503 with the reason. A kDraining version serves the requests it holds and parks new
 // ones for its next load. Retirement is the registry's: a retired version takes no new
 // requests whatever its state and unloads once the requests it holds are done.
@@ -53,7 +56,8 @@ enum class VersionState {
   kLoadingOnDemand,  // a load its requests started is queued or running; requests wait for it
   kReady,            // serves requests
   kDraining,         // loaded, being emptied for another model's load: new requests wait
-  kFailed,           // its last load failed (reason kept)
+  kFailed,           // its last load failed (reason kept); loads again only when told
+  kBackingOff,       // a load its requests started failed: the first after retry_at loads again
   kUnloading,        // its workers stop and its memory is freed
   kHeld,             // unloaded through the repository API: 503 until LoadModel
 };
@@ -213,9 +217,9 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   std::chrono::nanoseconds last_load_time GUARDED_BY(mu){0};
   Clock::time_point ready_at GUARDED_BY(mu);  // steady clock: when its last load finished
   Clock::time_point last_used GUARDED_BY(mu) = Clock::now();
-  // kFailed after a load its requests started: requests get its error until then, and the
-  // first one after it loads again. Unset after a load someone told (no retry on request).
-  std::optional<Clock::time_point> retry_at GUARDED_BY(mu);
+  // While kBackingOff: requests get its load's error until then, and the first one after it
+  // loads again.
+  Clock::time_point retry_at GUARDED_BY(mu);
   // Set by the registry when the version stops being routed to: it unloads once idle, or at
   // this time at the latest.
   std::optional<Clock::time_point> retire_by GUARDED_BY(mu);

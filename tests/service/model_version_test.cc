@@ -17,7 +17,10 @@ TEST(ModelVersionTest, TheStateMachineHasTheDrawnEdgesOnly) {
   EXPECT_TRUE(IsLegalTransition(S::kReady, S::kUnloading));
   EXPECT_TRUE(IsLegalTransition(S::kUnloading, S::kOnDemand));
   EXPECT_TRUE(IsLegalTransition(S::kUnloading, S::kHeld));
-  EXPECT_TRUE(IsLegalTransition(S::kFailed, S::kLoadingOnDemand));  // after the back-off
+  EXPECT_TRUE(IsLegalTransition(S::kFailed, S::kBackingOff));       // its waiters answered
+  EXPECT_TRUE(IsLegalTransition(S::kBackingOff, S::kLoadingOnDemand));  // after the back-off
+  EXPECT_FALSE(IsLegalTransition(S::kFailed, S::kLoadingOnDemand))
+      << "a load someone told that failed loads again only when told";
   EXPECT_TRUE(IsLegalTransition(S::kHeld, S::kLoading));            // LoadModel
   EXPECT_TRUE(IsLegalTransition(S::kReady, S::kDraining));          // room for another load
   EXPECT_TRUE(IsLegalTransition(S::kDraining, S::kUnloading));      // ... evicted
@@ -39,7 +42,7 @@ TEST(ModelVersionTest, TheStateMachineHasTheDrawnEdgesOnly) {
       edges += IsLegalTransition(static_cast<S>(from), static_cast<S>(to));
     }
   }
-  EXPECT_EQ(edges, 25) << "an edge added or removed: redraw model_version.h";
+  EXPECT_EQ(edges, 28) << "an edge added or removed: redraw model_version.h";
 }
 
 TEST(ModelVersionTest, FrontendsSeeTheRepositoryApisStates) {
@@ -122,6 +125,11 @@ TEST(ModelVersionTest, AdmitServesParksOrRejectsByState) {
   EXPECT_EQ(waiters.requests.size(), 2u);
   EXPECT_FALSE(waiters.serve);
   EXPECT_EQ(waiters.failed.message(), "model 'm' failed to load: no such file");
+  {
+    MutexLock lock(version.mu);
+    EXPECT_EQ(version.state, S::kBackingOff);
+    EXPECT_EQ(version.reason, "no such file");
+  }
 
   auto during = request();
   a = version.Admit(during, now + 4s);

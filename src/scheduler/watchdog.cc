@@ -128,21 +128,25 @@ void ModelScheduler::CollectHung(Clock::time_point now, std::vector<Answer>& ans
 void ModelScheduler::WatchdogLoop(std::stop_token stop) {
   MutexLock lock(mu_);
   while (!stop.stop_requested()) {
-    watch_next_ = NextWatch(Now());
-    watch_kick_ = false;
-    WaitUntil(*options_.time, watch_cv_, lock, stop, watch_next_,
-              [this]() REQUIRES(mu_) { return watch_kick_; });
-    if (stop.stop_requested()) return;
+    // Collect before computing the next wake-up: whatever is due now (at the thread's start,
+    // or after a kick) is answered now, not a millisecond later (NextWatch's floor) — under a
+    // clock that only a test moves, that millisecond would never come.
     const auto now = Now();
     std::vector<Answer> answers;
     CollectDead(now, answers);
     CollectHung(now, answers);
-    if (answers.empty()) continue;
-    lock.unlock();
-    for (auto& a : answers) Finish(a.ledger, std::move(a.done), std::move(a.status));
-    answers.clear();  // destroys the requests it owns before the lock is taken again
-    cv_.notify_all();
-    lock.lock();
+    if (!answers.empty()) {
+      lock.unlock();
+      for (auto& a : answers) Finish(a.ledger, std::move(a.done), std::move(a.status));
+      answers.clear();  // destroys the requests it owns before the lock is taken again
+      cv_.notify_all();
+      lock.lock();
+      continue;
+    }
+    watch_next_ = NextWatch(now);
+    watch_kick_ = false;
+    WaitUntil(*options_.time, watch_cv_, lock, stop, watch_next_,
+              [this]() REQUIRES(mu_) { return watch_kick_; });
   }
 }
 

@@ -22,6 +22,11 @@ inline int64_t Nanos(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
 
+// A duration in whole milliseconds, for messages.
+inline int64_t Millis(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
 // The wall clock in Unix milliseconds: when something happened, for people.
 inline int64_t UnixMillisNow() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -11,11 +11,6 @@
 
 namespace mmserve {
 
-// A duration in whole milliseconds, for the scheduler's messages.
-inline int64_t Millis(Clock::duration d) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-}
-
 // What Finish() needs of a request: copied out under mu_ by whoever answers for another thread
 // (the watchdog), since the owner may free the Pending as soon as the lock is released.
 struct ModelScheduler::Ledger {

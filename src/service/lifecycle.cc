@@ -365,7 +365,7 @@ void Lifecycle::Unload(ModelVersion& version, VersionState to) {
       if (to == VersionState::kHeld) version.unloading_to = to;  // an idle unload ends held
       return;
     }
-    if (version.state != VersionState::kReady && version.state != VersionState::kDraining) {
+    if (!version.loaded) {  // neither kReady nor kDraining
       if (to == VersionState::kHeld && version.state != to) {
         version.TransitionLocked(to, "unloaded through the repository API");
       }
@@ -398,11 +398,9 @@ bool Lifecycle::Evict(ModelVersion& version, std::string why) {
   std::shared_ptr<LoadedModel> loaded;
   {
     MutexLock lock(version.mu);
-    // A request arrived meanwhile: the caller looks again.
-    if ((version.state != VersionState::kReady && version.state != VersionState::kDraining) ||
-        version.in_flight > 0) {
-      return false;
-    }
+    // Not loaded (kReady or kDraining) any more, or a request arrived meanwhile: the caller
+    // looks again.
+    if (!version.loaded || version.in_flight > 0) return false;
     ++version.evictions;
     loaded = BeginUnloadLocked(version, VersionState::kOnDemand);
   }

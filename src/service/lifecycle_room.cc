@@ -170,8 +170,8 @@ Lifecycle::DrainResult Lifecycle::Drain(ModelVersion& victim, Clock::time_point 
   {
     MutexLock lock(victim.mu);
     if (victim.state != VersionState::kReady) return DrainResult::kLookAgain;
-    victim.TransitionLocked(VersionState::kDraining,
-                            "making room for " + for_whom + ": new requests wait for its next load");
+    victim.TransitionLocked(VersionState::kDraining, "making room for " + for_whom +
+                                                         ": new requests wait for its next load");
     in_flight = victim.in_flight;
   }
   if (in_flight > 0) {

@@ -166,10 +166,9 @@ ModelVersion::Admission ModelVersion::Admit(std::unique_ptr<InferRequest>& reque
       return park();
     case VersionState::kBackingOff:
       if (now < retry_at) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(retry_at - now);
         return {.rejected = Unavailable("model '" + name + "' failed to load: " + reason +
                                         " (the next load is tried in " +
-                                        std::to_string(left.count()) + " ms)")};
+                                        std::to_string(Millis(retry_at - now)) + " ms)")};
       }
       [[fallthrough]];
     case VersionState::kOnDemand: {

@@ -51,9 +51,7 @@ std::string LogLevelName() {
 }
 
 // "812 ms".
-std::string Millis(Clock::duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
-}
+std::string MillisText(Clock::duration d) { return std::to_string(Millis(d)) + " ms"; }
 
 // "SIGSEGV", "exit code 3".
 std::string DescribeExit(int status) {
@@ -350,9 +348,9 @@ void ProcessSession::Supervise() {
         const auto load = std::min<Clock::duration>(
             std::chrono::microseconds((*worker)->facts.load_us), ready - spawned_at);
         const std::string message =
-            "pid " + std::to_string((*worker)->pid) + ", serving " + Millis(ready - exited_at) +
-            " after the exit (back-off " + Millis(spawned_at - exited_at) + ", process start " +
-            Millis(ready - spawned_at - load) + ", model load " + Millis(load) + ")";
+            "pid " + std::to_string((*worker)->pid) + ", serving " + MillisText(ready - exited_at) +
+            " after the exit (back-off " + MillisText(spawned_at - exited_at) + ", process start " +
+            MillisText(ready - spawned_at - load) + ", model load " + MillisText(load) + ")";
         spdlog::info("model {}: worker restarted: {}", model_.name, message);
         on_event_("worker_restarted", message);
       }
@@ -383,7 +381,8 @@ void ProcessSession::Supervise() {
     on_event_("worker_exited",
               stop ? stopped
                    : why + "; restarting " +
-                         (backoff.count() == 0 ? std::string("at once") : "in " + Millis(backoff)) +
+                         (backoff.count() == 0 ? std::string("at once")
+                                               : "in " + MillisText(backoff)) +
                          " (exit " + std::to_string(exits.size()) + " within a minute; the " +
                          std::to_string(kMaxRestarts + 1) + "th stops the restarts)");
     {

@@ -91,16 +91,9 @@ class InferenceService::InFlight {
 
   void ReleaseVersion() {
     if (!version_) return;
-    bool idle_now = false;
-    {
-      MutexLock lock(version_->mu);
-      version_->last_used = service_.time_.Now();
-      const bool none = --version_->in_flight == 0;
-      if (none) version_->changed.notify_all();  // a drain waits for it
-      idle_now = none && version_->config().keep_alive &&
-                 version_->config().keep_alive->count() == 0;
-    }
-    if (idle_now) service_.lifecycle_.WakeReaper();
+    const bool none = version_->Release(service_.time_.Now());
+    const auto& keep_alive = version_->config().keep_alive;
+    if (none && keep_alive && keep_alive->count() == 0) service_.lifecycle_.WakeReaper();
     version_.reset();
   }
 
@@ -111,8 +104,7 @@ class InferenceService::InFlight {
 
 InferenceService::InferenceService(ServerConfig config, const BackendRegistry& backends,
                                    RuntimeGuard& guard, const TimeSource& time)
-    : backends_(backends),
-      time_(time),
+    : time_(time),
       jobs_(config.global.jobs, time),
       registry_(config, time),
       lifecycle_(config, backends, guard, registry_, time),
@@ -141,11 +133,12 @@ void InferenceService::LoadStartupModels() {
 bool InferenceService::Ready() const {
   if (!accepting_) return false;
   for (const auto& version : registry_.All()) {
-    MutexLock lock(version->mu);
-    if (version->config().load != LoadMode::kStartup || version->retire_by) continue;
+    if (version->config().load != LoadMode::kStartup) continue;
+    const ModelVersion::View v = version->view();
+    if (v.retire_by) continue;
     // A start-up model unloaded after idling counts: its next request loads it; so does one an
     // operator unloaded on purpose.
-    switch (version->state) {
+    switch (v.state) {
       case VersionState::kReady:
       case VersionState::kDraining:
       case VersionState::kOnDemand:
@@ -154,7 +147,7 @@ bool InferenceService::Ready() const {
       case VersionState::kBackingOff: continue;  // its next request loads it again
       case VersionState::kFailed: return false;
       case VersionState::kUnloading:
-        if (version->unloading_to != VersionState::kUnloaded) continue;
+        if (v.unloading_to != VersionState::kUnloaded) continue;
         return false;
       case VersionState::kUnloaded:
       case VersionState::kLoading: return false;
@@ -220,18 +213,15 @@ Status InferenceService::WithSession(const ModelRef& ref,
   std::shared_ptr<LoadedModel> loaded;
   MMS_RETURN_IF_ERROR(registry_.RouteAnd(
       ref, {}, nullptr, [&](const std::shared_ptr<ModelVersion>& routed) -> Status {
-        MutexLock lock(routed->mu);
-        if (!routed->loaded) {  // kReady or kDraining: a session to ask
+        loaded = routed->Borrow(time_.Now());  // counted in flight: an idle unload sees it
+        if (!loaded) {  // neither kReady nor kDraining: no session to ask
           return Unavailable("model '" + routed->VersionName() + "' is not loaded (" +
-                             std::string(ModelStateName(PublicState(routed->state))) +
+                             std::string(ModelStateName(PublicState(routed->view().state))) +
                              "); it loads on its first inference request, or with `mmserve "
                              "load " + routed->config().name + "` (POST /v2/repository/models/" +
                              routed->config().name + "/load)");
         }
         version = routed;
-        loaded = routed->loaded;
-        ++routed->in_flight;  // before the lock goes: an idle unload must see it
-        routed->last_used = time_.Now();
         return Status::Ok();
       }));
   InFlight token(*this, version);
@@ -354,19 +344,7 @@ void InferenceService::Shutdown(std::chrono::milliseconds drain_timeout) {
   }
   lifecycle_.Stop();
   for (auto& version : registry_.All()) {
-    std::vector<std::unique_ptr<InferRequest>> waiting;
-    {
-      // One section: no request parks between the take and the end of loading on request.
-      MutexLock lock(version->mu);
-      waiting = std::exchange(version->waiting, {});
-      // Nothing loads on request any more.
-      const VersionState s = version->state;
-      if (s == VersionState::kOnDemand || s == VersionState::kLoadingOnDemand ||
-          s == VersionState::kBackingOff) {
-        version->TransitionLocked(VersionState::kUnloaded, "the server is shutting down");
-      }
-    }
-    for (auto& r : waiting) r->done(Unavailable("the server is shutting down"));
+    for (auto& r : version->StopLoadingOnDemand()) r->done(Unavailable("the server is shutting down"));
   }
   {
     std::unique_lock lock(drain_mu_);

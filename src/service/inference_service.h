@@ -138,7 +138,6 @@ class InferenceService {
   void Tick(Clock::time_point now);
 
 
-  const BackendRegistry& backends_;  // not owned
   const TimeSource& time_;           // not owned
 
   JobStore jobs_;  // before the models: outlives every model's callbacks

@@ -23,16 +23,6 @@ int64_t HeapBytesInUse() {
   return static_cast<int64_t>(info.uordblks + info.hblkhd);
 }
 
-// The unload's first half, under the version's lock: from kReady to kUnloading, taking what
-// it holds. The caller frees it without the lock and then calls FinishUnload.
-std::shared_ptr<LoadedModel> BeginUnloadLocked(ModelVersion& v, VersionState to)
-    REQUIRES(v.mu) {
-  v.unloading_to = to;
-  v.TransitionLocked(VersionState::kUnloading);
-  return std::move(v.loaded);
-}
-
-// The scheduler's settings for a freshly loaded session of `m`.
 // Where a version's scheduler and worker supervisor report what happened to it: the event log.
 std::function<void(std::string, std::string)> EventSinkFor(const ModelVersion& version) {
   return [events = version.events(), name = version.config().name,
@@ -41,6 +31,7 @@ std::function<void(std::string, std::string)> EventSinkFor(const ModelVersion& v
   };
 }
 
+// The scheduler's settings for a freshly loaded session of `m`.
 ModelScheduler::Options SchedulerOptions(const ModelConfig& m, const Session& session,
                                          ModelVersion& version, PriorityGate* gate) {
   // The model's own gears (compiled batch sizes) unless the config names tiers; without a
@@ -106,8 +97,7 @@ Lifecycle::~Lifecycle() { Stop(); }
 std::shared_ptr<ModelVersion> Lifecycle::NewVersion(const ModelConfig& config) const {
   auto version =
       std::make_shared<ModelVersion>(config, MemoryOf(config, backends_).domain, events_);
-  MutexLock lock(version->mu);
-  version->last_used = time_.Now();
+  version->MarkUsed(time_.Now());
   return version;
 }
 
@@ -169,19 +159,7 @@ void Lifecycle::Reap(Clock::time_point now) {
   for (auto& version : registry_.All()) {
     version->SampleMinute();  // the status page's last minute, kept by the server
     // Requests waiting for a load are answered at their deadline.
-    std::vector<std::unique_ptr<InferRequest>> expired;
-    {
-      MutexLock lock(version->mu);
-      for (auto it = version->waiting.begin(); it != version->waiting.end();) {
-        if ((*it)->deadline <= steady_now) {
-          expired.push_back(std::move(*it));
-          it = version->waiting.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    for (auto& r : expired) {
+    for (auto& r : version->TakeExpired(steady_now)) {
       const auto waited =
           std::chrono::duration_cast<std::chrono::milliseconds>(steady_now - r->arrival).count();
       r->done(DeadlineExceeded("request to '" + version->name() + "' expired after " +
@@ -191,17 +169,15 @@ void Lifecycle::Reap(Clock::time_point now) {
   }
   // Retired versions unload once their last request has left (or at their drain bound).
   for (auto& version : registry_.Retiring()) {
-    {
-      MutexLock lock(version->mu);
-      const bool loading = version->state == VersionState::kLoading ||
-                           version->state == VersionState::kLoadingOnDemand;
-      const bool late = version->retire_by && now >= *version->retire_by;
-      if (!late && (version->in_flight > 0 || loading)) continue;
-      if (version->in_flight > 0) {
-        spdlog::warn("model {}: retiring with {} requests still in flight after the drain "
-                     "timeout; they are answered Unavailable",
-                     version->VersionName(), version->in_flight);
-      }
+    const ModelVersion::View v = version->view();
+    const bool loading =
+        v.state == VersionState::kLoading || v.state == VersionState::kLoadingOnDemand;
+    const bool late = v.retire_by && now >= *v.retire_by;
+    if (!late && (v.in_flight > 0 || loading)) continue;
+    if (v.in_flight > 0) {
+      spdlog::warn("model {}: retiring with {} requests still in flight after the drain "
+                   "timeout; they are answered Unavailable",
+                   version->VersionName(), v.in_flight);
     }
     Unload(*version);
     registry_.EraseRetiring(version);
@@ -212,19 +188,10 @@ void Lifecycle::Reap(Clock::time_point now) {
 
 std::optional<Clock::time_point> Lifecycle::Load(ModelVersion& version, bool give_way) {
   const ModelConfig& m = version.config();
-  {
-    MutexLock lock(version.mu);
-    if (version.state == VersionState::kLoadingOnDemand) {
-      version.reason.clear();
-    } else {
-      version.TransitionLocked(VersionState::kLoading);
-    }
-  }
+  version.BeginLoad();
   auto fail = [&](const Status& s) -> std::optional<Clock::time_point> {
     spdlog::error("model {}: load failed: {}", version.VersionName(), s.ToString());
-    MutexLock lock(version.mu);
-    ++version.loads;
-    version.TransitionLocked(VersionState::kFailed, std::string(s.message()));
+    version.FailLoad(s);
     return std::nullopt;
   };
   auto backend = backends_.Find(m.backend);
@@ -240,8 +207,7 @@ std::optional<Clock::time_point> Lifecycle::Load(ModelVersion& version, bool giv
   Status room = MakeRoom(version, estimate->bytes, give_way ? &wait : nullptr);
   if (!room.ok()) return fail(room);
   if (wait) {
-    MutexLock lock(version.mu);
-    version.reason = std::move(wait->why);
+    version.WaitForRoom(std::move(wait->why));
     return wait->until;
   }
   Status loaded_ok = FinishLoad(version, **backend, std::move(loaded), *estimate);
@@ -258,16 +224,10 @@ Status Lifecycle::FinishLoad(ModelVersion& version, Backend& backend,
   // one is its measured footprint: weights, contexts and buffers, whatever the backend reports.
   const int64_t heap_before = HeapBytesInUse();
   auto progress = std::make_shared<LoadProgress>(version.VersionName(), FileBytes(m.path));
-  {
-    MutexLock lock(version.mu);
-    version.progress = progress;
-  }
+  version.SetProgress(progress);
   auto session = InWorker(m.isolation) ? LoadIsolated(m, EventSinkFor(version))
                                        : backend.Load(m, progress.get());
-  {
-    MutexLock lock(version.mu);
-    version.progress.reset();
-  }
+  version.SetProgress(nullptr);
   // The image stages wrap the network where it runs: an isolated model's worker wraps its own
   // (RunWorker), so that its images are decoded there; in-process, here.
   if (session.ok() && !InWorker(m.isolation) && (m.preprocess || m.postprocess)) {
@@ -291,19 +251,12 @@ Status Lifecycle::FinishLoad(ModelVersion& version, Backend& backend,
                m.name, m.version, m.backend, m.task, m.device_id, m.thread_num,
                m.thread_num == 1 ? "" : "s", FormatMib(estimate.bytes), estimate.source,
                FormatMib(measured), ms);
-  {
-    MutexLock lock(version.mu);
-    ++version.loads;
-    version.estimate = estimate;
-    version.measured_bytes = measured;
-    version.shed_bytes = 0;
-    version.last_load_time = Clock::now() - start;
-    version.signature = loaded->session->signature();
-    version.loaded = std::move(loaded);
-    version.ready_at = Clock::now();
-    version.TransitionLocked(VersionState::kReady);
-    version.last_used = time_.Now();
-  }
+  const auto ready_at = Clock::now();
+  version.FinishLoad(std::move(loaded), {.estimate = estimate,
+                                         .measured_bytes = measured,
+                                         .took = ready_at - start,
+                                         .ready_at = ready_at,
+                                         .now = time_.Now()});
   MutexLock lock(order_mu_);
   load_order_.push_back(&version);
   return Status::Ok();
@@ -311,19 +264,16 @@ Status Lifecycle::FinishLoad(ModelVersion& version, Backend& backend,
 
 Status Lifecycle::LoadAll(const VersionMap& versions, bool startup_only) {
   for (const auto& [v, version] : versions) {
-    {
-      MutexLock lock(version->mu);
-      const VersionState s = version->state;
-      if (s == VersionState::kReady || s == VersionState::kDraining ||
-          s == VersionState::kUnloading || s == VersionState::kLoading) {
-        continue;
-      }
-      if (startup_only && version->config().load != LoadMode::kStartup) continue;
+    const VersionState s = version->view().state;
+    if (s == VersionState::kReady || s == VersionState::kDraining ||
+        s == VersionState::kUnloading || s == VersionState::kLoading) {
+      continue;
     }
+    if (startup_only && version->config().load != LoadMode::kStartup) continue;
     Load(*version);
-    MutexLock lock(version->mu);
-    if (version->state != VersionState::kReady) {
-      return Unavailable("version " + std::to_string(v) + " failed to load: " + version->reason);
+    const ModelVersion::View after = version->view();
+    if (after.state != VersionState::kReady) {
+      return Unavailable("version " + std::to_string(v) + " failed to load: " + after.reason);
     }
   }
   return Status::Ok();
@@ -336,19 +286,7 @@ void Lifecycle::FinishUnload(ModelVersion& version, std::shared_ptr<LoadedModel>
   spdlog::info("model {}: unloading version {}", version.name(), version.version());
   loaded->scheduler->StopAccepting();
   loaded.reset();  // joins the workers, frees the session, releases the runtime lease
-  bool waiting = false;
-  {
-    MutexLock lock(version.mu);
-    const VersionState to = version.unloading_to;  // the repository API may have changed it
-    if (to == VersionState::kHeld) reason = "unloaded through the repository API";
-    else if (version.retire_by) reason = "retired: no longer served";
-    version.TransitionLocked(to, std::move(reason), kind);
-    // Requests that came while it unloaded wait for the next load (or are routed anew).
-    waiting = !version.waiting.empty();
-    if (waiting && to == VersionState::kOnDemand) {
-      version.TransitionLocked(VersionState::kLoadingOnDemand);
-    }
-  }
+  const bool waiting = version.FinishUnload(std::move(reason), kind);
   {
     MutexLock lock(order_mu_);
     std::erase(load_order_, &version);
@@ -358,52 +296,19 @@ void Lifecycle::FinishUnload(ModelVersion& version, std::shared_ptr<LoadedModel>
 }
 
 void Lifecycle::Unload(ModelVersion& version, VersionState to) {
-  std::shared_ptr<LoadedModel> loaded;
-  {
-    MutexLock lock(version.mu);
-    if (version.state == VersionState::kUnloading) {
-      if (to == VersionState::kHeld) version.unloading_to = to;  // an idle unload ends held
-      return;
-    }
-    if (!version.loaded) {  // neither kReady nor kDraining
-      if (to == VersionState::kHeld && version.state != to) {
-        version.TransitionLocked(to, "unloaded through the repository API");
-      }
-      return;
-    }
-    loaded = BeginUnloadLocked(version, to);
-  }
-  FinishUnload(version, std::move(loaded), "unloaded");
+  std::shared_ptr<LoadedModel> loaded = version.BeginUnload(to);
+  if (loaded) FinishUnload(version, std::move(loaded), "unloaded");
 }
 
 void Lifecycle::UnloadIfIdle(ModelVersion& version, Clock::time_point now) {
-  std::shared_ptr<LoadedModel> loaded;
-  {
-    MutexLock lock(version.mu);
-    // Past its keep-alive with nothing in flight; requests from now on wait for a new load.
-    const auto idle = now - version.last_used;
-    if (version.state != VersionState::kReady || version.in_flight > 0 ||
-        idle < *version.config().keep_alive) {
-      return;
-    }
-    spdlog::info("model {}: idle for {} ms (keep_alive, version {})", version.name(),
-                 std::chrono::duration_cast<std::chrono::milliseconds>(idle).count(),
-                 version.version());
-    loaded = BeginUnloadLocked(version, VersionState::kOnDemand);
-  }
+  std::shared_ptr<LoadedModel> loaded = version.BeginIdleUnload(now);
+  if (!loaded) return;
   FinishUnload(version, std::move(loaded), "unloaded after idling; loads on its next request");
 }
 
 bool Lifecycle::Evict(ModelVersion& version, std::string why) {
-  std::shared_ptr<LoadedModel> loaded;
-  {
-    MutexLock lock(version.mu);
-    // Not loaded (kReady or kDraining) any more, or a request arrived meanwhile: the caller
-    // looks again.
-    if (!version.loaded || version.in_flight > 0) return false;
-    ++version.evictions;
-    loaded = BeginUnloadLocked(version, VersionState::kOnDemand);
-  }
+  std::shared_ptr<LoadedModel> loaded = version.BeginEviction();
+  if (!loaded) return false;  // a request arrived meanwhile, or it is not loaded any more
   FinishUnload(version, std::move(loaded), std::move(why), "evicted");
   return true;
 }
@@ -424,8 +329,7 @@ std::vector<DomainUsage> Lifecycle::Domains() const {
     out.push_back({.domain = domain, .budget = b == kBudgetUnknown ? 0 : b});
   }
   for (const auto& version : registry_.All()) {
-    MutexLock lock(version->mu);
-    const int64_t held = version->FootprintLocked();
+    const int64_t held = version->Footprint();
     if (held == 0) continue;
     for (auto& d : out) {
       if (d.domain != version->domain()) continue;

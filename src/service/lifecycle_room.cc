@@ -32,25 +32,23 @@ Lifecycle::RoomScan Lifecycle::ScanRoom(const ModelVersion& loading, bool demand
   std::optional<Key> best;
   for (auto& e : registry_.All()) {
     if (e.get() == &loading || e->domain() != loading.domain()) continue;
-    MutexLock lock(e->mu);
-    const int64_t held = e->FootprintLocked();
-    if (held == 0) continue;
-    scan.used += held;
-    const bool ready = e->state == VersionState::kReady;
-    const bool busy = e->in_flight > 0 || !ready;
+    const ModelVersion::Residency r = e->ResidencyAt(now);
+    if (r.held == 0) continue;
+    scan.used += r.held;
+    const bool busy = r.in_flight > 0 || !r.ready;
     const bool pinned = e->config().pinned;
-    scan.holders.push_back(e->VersionName() + " " + mib(held) +
+    scan.holders.push_back(e->VersionName() + " " + mib(r.held) +
                            (pinned ? " (pinned)" : busy ? " (in use)" : " (idle)"));
-    if (pinned || !ready || (busy && !demand)) continue;
-    const int priority = e->retire_by ? kMaxPriorityLevel + 1 : e->config().priority;
+    if (pinned || !r.ready || (busy && !demand)) continue;
+    const int priority = r.retired ? kMaxPriorityLevel + 1 : e->config().priority;
     const auto eligible =
-        e->ready_at + std::max<Clock::duration>(kMinResidency, 2 * e->last_load_time);
+        r.ready_at + std::max<Clock::duration>(kMinResidency, 2 * r.last_load_time);
     // Seconds of reloading per second of its traffic, in tenths: closer costs are a tie, which
     // recency decides.
-    const double cost = std::round(
-        10 * e->RateLocked(now) * std::chrono::duration<double>(e->last_load_time).count());
-    const Key key = demand ? Key{-priority, busy, cost, e->last_used}
-                           : Key{-priority, false, 0, e->last_used};
+    const double cost =
+        std::round(10 * r.rate * std::chrono::duration<double>(r.last_load_time).count());
+    const Key key = demand ? Key{-priority, busy, cost, r.last_used}
+                           : Key{-priority, false, 0, r.last_used};
     if (!best || key < *best) {
       best = key;
       scan.victim = e;
@@ -127,19 +125,12 @@ int64_t Lifecycle::ShedCaches(const ModelVersion& loading, int64_t needed) {
   for (auto& e : registry_.All()) {
     if (shed >= needed) break;
     if (e.get() == &loading || e->domain() != loading.domain()) continue;
-    std::shared_ptr<LoadedModel> loaded;
-    {
-      MutexLock lock(e->mu);
-      loaded = e->loaded;  // kReady or kDraining
-    }
+    std::shared_ptr<LoadedModel> loaded = e->Current();
     if (!loaded) continue;
     const int64_t given = loaded->session->ShedCache(needed - shed);  // no lock: a round trip
     if (given <= 0) continue;
     shed += given;
-    {
-      MutexLock lock(e->mu);
-      if (e->loaded == loaded) e->shed_bytes += given;  // not a later load's
-    }
+    e->CountShed(loaded, given);
     const std::string message = "gave " + FormatWholeMib(given) + " of its cache's room to " +
                                 loading.VersionName() + " (the cache stays smaller until it loads "
                                 "again)";
@@ -150,11 +141,9 @@ int64_t Lifecycle::ShedCaches(const ModelVersion& loading, int64_t needed) {
 }
 
 std::optional<Clock::time_point> Lifecycle::WaitingDeadline(const ModelVersion& loading) {
-  MutexLock lock(loading.mu);
-  if (loading.waiting.empty()) return std::nullopt;
-  Clock::time_point latest = Clock::time_point::min();
-  for (const auto& r : loading.waiting) latest = std::max(latest, r->deadline);
-  return std::min(latest, Clock::now() + kMaxDrainWait);
+  const auto latest = loading.LatestWaitingDeadline();
+  if (!latest) return std::nullopt;
+  return std::min(*latest, Clock::now() + kMaxDrainWait);
 }
 
 Lifecycle::DrainResult Lifecycle::Drain(ModelVersion& victim, Clock::time_point eligible,
@@ -166,26 +155,17 @@ Lifecycle::DrainResult Lifecycle::Drain(ModelVersion& victim, Clock::time_point 
     std::this_thread::sleep_until(std::min(eligible, Clock::now() + 20ms));
     return DrainResult::kLookAgain;
   }
-  int64_t in_flight = 0;
-  {
-    MutexLock lock(victim.mu);
-    if (victim.state != VersionState::kReady) return DrainResult::kLookAgain;
-    victim.TransitionLocked(VersionState::kDraining, "making room for " + for_whom +
-                                                         ": new requests wait for its next load");
-    in_flight = victim.in_flight;
-  }
-  if (in_flight > 0) {
+  const std::optional<int64_t> in_flight = victim.BeginDrain(
+      "making room for " + for_whom + ": new requests wait for its next load");
+  if (!in_flight) return DrainResult::kLookAgain;  // not ready any more
+  if (*in_flight > 0) {
     spdlog::info("model {}: draining {} request{} in flight to make room for {}",
-                 victim.VersionName(), in_flight, in_flight == 1 ? "" : "s", for_whom);
+                 victim.VersionName(), *in_flight, *in_flight == 1 ? "" : "s", for_whom);
   }
-  {
-    // Woken by the last request's answer or a state change, not by polling the loader thread.
-    MutexLock lock(victim.mu);
-    victim.changed.wait_until(lock, until, [&]() REQUIRES(victim.mu) {
-      return victim.state != VersionState::kDraining || victim.in_flight == 0;
-    });
-    if (victim.state != VersionState::kDraining) return DrainResult::kLookAgain;  // unloaded
-    if (victim.in_flight == 0) return DrainResult::kDrained;  // Evict unloads it
+  switch (victim.WaitDrained(until)) {
+    case ModelVersion::DrainEnd::kChanged: return DrainResult::kLookAgain;  // unloaded
+    case ModelVersion::DrainEnd::kDrained: return DrainResult::kDrained;    // Evict unloads it
+    case ModelVersion::DrainEnd::kTimedOut: break;
   }
   spdlog::info("model {}: still busy at the deadline of {}'s requests; it keeps serving",
                victim.VersionName(), for_whom);
@@ -194,13 +174,7 @@ Lifecycle::DrainResult Lifecycle::Drain(ModelVersion& victim, Clock::time_point 
 }
 
 void Lifecycle::Undrain(ModelVersion& victim) {
-  bool held_back = false;
-  {
-    MutexLock lock(victim.mu);
-    if (victim.state != VersionState::kDraining) return;  // unloaded meanwhile
-    victim.TransitionLocked(VersionState::kReady);
-    held_back = !victim.waiting.empty();
-  }
+  const bool held_back = victim.EndDrain();
   // The requests it held back go through the routing again (LoadForWaiting on a ready version).
   if (held_back && hooks_.queue_demand_load) hooks_.queue_demand_load(victim.shared_from_this());
 }

@@ -124,11 +124,6 @@ Result<std::shared_ptr<ModelVersion>> ModelRegistry::Route(const ServedModel& mo
   return it->second;
 }
 
-bool ModelRegistry::Retired(ModelVersion& version) {
-  MutexLock lock(version.mu);
-  return version.retire_by.has_value();
-}
-
 Result<std::shared_ptr<ModelVersion>> ModelRegistry::RouteLocked(
     const ModelRef& ref, const std::string& request_id) const {
   auto model = models_.find(ref.name);
@@ -145,10 +140,7 @@ Result<ModelDescription> ModelRegistry::Describe(const ModelRef& ref,
     if (!routed.ok()) return routed.status();
     version = std::move(*routed);
   }
-  ModelDescription out{.version = version};
-  MutexLock lock(version->mu);
-  out.signature = version->signature;
-  return out;
+  return ModelDescription{.version = version, .signature = version->signature()};
 }
 
 ModelInfo ModelRegistry::SnapshotOf(const ModelVersion& version, const ServedModel& model) {
@@ -262,8 +254,7 @@ std::vector<std::shared_ptr<ModelVersion>> ModelRegistry::Publish(
   }
   const auto by = time_.Now() + config_.global.drain_timeout;
   for (const auto& version : retired) {
-    MutexLock version_lock(version->mu);
-    version->retire_by = by;
+    version->Retire(by);
     retiring_.push_back(version);
   }
   return retired;

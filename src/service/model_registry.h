@@ -95,7 +95,7 @@ class ModelRegistry {
   Status RouteAnd(const ModelRef& ref, const std::string& request_id,
                   const std::shared_ptr<ModelVersion>& pinned, F&& f) const {
     ReaderLock lock(mu_);
-    if (pinned && !Retired(*pinned)) return f(pinned);
+    if (pinned && !pinned->retired()) return f(pinned);
     auto routed = RouteLocked(ref, request_id);
     if (!routed.ok()) return routed.status();
     return f(*routed);
@@ -131,7 +131,6 @@ class ModelRegistry {
  private:
   // The version's snapshot with its model's versions and labels.
   static ModelInfo SnapshotOf(const ModelVersion& version, const ServedModel& model);
-  static bool Retired(ModelVersion& version);
   static Result<std::shared_ptr<ModelVersion>> Route(const ServedModel& model,
                                                      const ModelRef& ref,
                                                      const std::string& request_id);

@@ -107,8 +107,8 @@ ModelVersion::ModelVersion(ModelConfig config, std::string domain,
       events_(std::move(events)),
       levels_(ModelScheduler::Levels(config_.queue, config_.timeout)) {
   if (config_.load == LoadMode::kOnDemand) {
-    state = VersionState::kOnDemand;
-    reason = "loads on its first request (load: on_demand)";
+    state_ = VersionState::kOnDemand;
+    reason_ = "loads on its first request (load: on_demand)";
   }
 }
 
@@ -117,43 +117,43 @@ std::string ModelVersion::VersionName() const {
 }
 
 void ModelVersion::TransitionLocked(VersionState to, std::string why, std::string_view kind) {
-  if (!IsLegalTransition(state, to)) {
+  if (!IsLegalTransition(state_, to)) {
     // A bug, not an input: the lifecycle's callers keep to the machine in the header.
     spdlog::critical("model {}: illegal state transition {} -> {}", VersionName(),
-                     VersionStateName(state), VersionStateName(to));
+                     VersionStateName(state_), VersionStateName(to));
     assert(false && "illegal ModelVersion state transition");
   }
-  const VersionState from = state;
-  state = to;
-  reason = std::move(why);
-  changed.notify_all();
+  const VersionState from = state_;
+  state_ = to;
+  reason_ = std::move(why);
+  changed_.notify_all();
   if (kind.empty()) kind = EventKindOf(from, to);
   if (kind.empty()) return;
-  std::string message = reason;
+  std::string message = reason_;
   if (to == VersionState::kReady) {
-    message = "in " + std::to_string(last_load_time.count() / 1'000'000) + " ms, holds " +
+    message = "in " + std::to_string(last_load_time_.count() / 1'000'000) + " ms, holds " +
               FormatMib(FootprintLocked());
   }
   Event event{.kind = std::string(kind), .model = config_.name, .version = config_.version,
               .message = std::move(message)};
   if (events_) event = events_->Record(event.kind, event.model, event.version, event.message);
-  last_event = std::move(event);
+  last_event_ = std::move(event);
 }
 
 ModelVersion::Admission ModelVersion::Admit(std::unique_ptr<InferRequest>& request,
                                             Clock::time_point now) {
-  MutexLock lock(mu);
+  MutexLock lock(mu_);
   const std::string& name = config_.name;
   CountRequestLocked(now);
-  const auto park = [&]() REQUIRES(mu) {
-    waiting.push_back(std::move(request));
+  const auto park = [&]() REQUIRES(mu_) {
+    waiting_.push_back(std::move(request));
     return Admission{};
   };
-  switch (state) {
+  switch (state_) {
     case VersionState::kReady:
-      ++in_flight;  // before the lock goes: an idle unload must see it
-      last_used = now;
-      return {.serve = loaded};
+      ++in_flight_;  // before the lock goes: an idle unload must see it
+      last_used_ = now;
+      return {.serve = loaded_};
     case VersionState::kHeld:
       return {.rejected = Unavailable(
                   "model '" + VersionName() +
@@ -162,13 +162,13 @@ ModelVersion::Admission ModelVersion::Admit(std::unique_ptr<InferRequest>& reque
     case VersionState::kFailed:
       // An on-demand load just failed and its waiters are not answered yet: join them, so
       // that a request in that window gets the same answer as theirs.
-      if (waiting.empty()) break;
+      if (waiting_.empty()) break;
       return park();
     case VersionState::kBackingOff:
-      if (now < retry_at) {
-        return {.rejected = Unavailable("model '" + name + "' failed to load: " + reason +
+      if (now < retry_at_) {
+        return {.rejected = Unavailable("model '" + name + "' failed to load: " + reason_ +
                                         " (the next load is tried in " +
-                                        std::to_string(Millis(retry_at - now)) + " ms)")};
+                                        std::to_string(Millis(retry_at_ - now)) + " ms)")};
       }
       [[fallthrough]];
     case VersionState::kOnDemand: {
@@ -182,49 +182,282 @@ ModelVersion::Admission ModelVersion::Admit(std::unique_ptr<InferRequest>& reque
     case VersionState::kDraining: return park();  // emptied for another load: wait for its next
     case VersionState::kUnloading:
       // Idle or evicted: requests wait for the load that follows.
-      if (unloading_to != VersionState::kOnDemand) break;
+      if (unloading_to_ != VersionState::kOnDemand) break;
       return park();
     case VersionState::kUnloaded:
     case VersionState::kLoading: break;
   }
   return {.rejected = Unavailable("model '" + name + "' is " +
-                                  std::string(ModelStateName(PublicState(state))) +
-                                  (reason.empty() ? "" : ": " + reason))};
+                                  std::string(ModelStateName(PublicState(state_))) +
+                                  (reason_.empty() ? "" : ": " + reason_))};
 }
 
 std::vector<std::unique_ptr<InferRequest>> ModelVersion::TakeWaiting() {
-  MutexLock lock(mu);
-  return std::exchange(waiting, {});
+  MutexLock lock(mu_);
+  return std::exchange(waiting_, {});
 }
 
 ModelVersion::Waiters ModelVersion::TakeWaitersAfterLoad(bool ran, Clock::time_point retry) {
-  MutexLock lock(mu);
-  Waiters w{.requests = std::exchange(waiting, {})};
-  if (ran && state == VersionState::kReady) {
-    w.serve = loaded;
-    in_flight += static_cast<int64_t>(w.requests.size());
-  } else if (ran && state == VersionState::kFailed) {
-    w.failed = Unavailable("model '" + name() + "' failed to load: " + reason);
-    retry_at = retry;
-    TransitionLocked(VersionState::kBackingOff, reason);
+  MutexLock lock(mu_);
+  Waiters w{.requests = std::exchange(waiting_, {})};
+  if (ran && state_ == VersionState::kReady) {
+    w.serve = loaded_;
+    in_flight_ += static_cast<int64_t>(w.requests.size());
+  } else if (ran && state_ == VersionState::kFailed) {
+    w.failed = Unavailable("model '" + name() + "' failed to load: " + reason_);
+    retry_at_ = retry;
+    TransitionLocked(VersionState::kBackingOff, reason_);
   }
   return w;
 }
 
 bool ModelVersion::DemandLoadGoesAhead(bool accepting) {
-  MutexLock lock(mu);
-  if (state != VersionState::kLoadingOnDemand) return false;
-  if (!retire_by && accepting) return true;
+  MutexLock lock(mu_);
+  if (state_ != VersionState::kLoadingOnDemand) return false;
+  if (!retire_by_ && accepting) return true;
   TransitionLocked(VersionState::kOnDemand, "loads on its next request");
   return false;
 }
 
+// ---- what the others read ------------------------------------------------------------------
+
+ModelVersion::View ModelVersion::view() const {
+  MutexLock lock(mu_);
+  return {.state = state_,
+          .reason = reason_,
+          .unloading_to = unloading_to_,
+          .in_flight = in_flight_,
+          .retire_by = retire_by_};
+}
+
+bool ModelVersion::retired() const {
+  MutexLock lock(mu_);
+  return retire_by_.has_value();
+}
+
+ModelSignature ModelVersion::signature() const {
+  MutexLock lock(mu_);
+  return signature_;
+}
+
+int64_t ModelVersion::Footprint() const {
+  MutexLock lock(mu_);
+  return FootprintLocked();
+}
+
+ModelVersion::Residency ModelVersion::ResidencyAt(Clock::time_point now) const {
+  MutexLock lock(mu_);
+  return {.held = FootprintLocked(),
+          .ready = state_ == VersionState::kReady,
+          .in_flight = in_flight_,
+          .retired = retire_by_.has_value(),
+          .ready_at = ready_at_,
+          .last_load_time = last_load_time_,
+          .rate = RateLocked(now),
+          .last_used = last_used_};
+}
+
+std::optional<Clock::time_point> ModelVersion::LatestWaitingDeadline() const {
+  MutexLock lock(mu_);
+  if (waiting_.empty()) return std::nullopt;
+  Clock::time_point latest = Clock::time_point::min();
+  for (const auto& r : waiting_) latest = std::max(latest, r->deadline);
+  return latest;
+}
+
+// ---- requests --------------------------------------------------------------------------------
+
+bool ModelVersion::Release(Clock::time_point now) {
+  MutexLock lock(mu_);
+  last_used_ = now;
+  const bool none = --in_flight_ == 0;
+  if (none) changed_.notify_all();  // a drain waits for it
+  return none;
+}
+
+std::shared_ptr<LoadedModel> ModelVersion::Borrow(Clock::time_point now) {
+  MutexLock lock(mu_);
+  if (!loaded_) return nullptr;
+  ++in_flight_;  // before the lock goes: an idle unload must see it
+  last_used_ = now;
+  return loaded_;
+}
+
+std::vector<std::unique_ptr<InferRequest>> ModelVersion::TakeExpired(
+    Clock::time_point steady_now) {
+  MutexLock lock(mu_);
+  std::vector<std::unique_ptr<InferRequest>> expired;
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if ((*it)->deadline <= steady_now) {
+      expired.push_back(std::move(*it));
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return expired;
+}
+
+std::vector<std::unique_ptr<InferRequest>> ModelVersion::StopLoadingOnDemand() {
+  // One section: no request parks between the take and the end of loading on request.
+  MutexLock lock(mu_);
+  if (state_ == VersionState::kOnDemand || state_ == VersionState::kLoadingOnDemand ||
+      state_ == VersionState::kBackingOff) {
+    TransitionLocked(VersionState::kUnloaded, "the server is shutting down");
+  }
+  return std::exchange(waiting_, {});
+}
+
+void ModelVersion::Retire(Clock::time_point by) {
+  MutexLock lock(mu_);
+  retire_by_ = by;
+}
+
+void ModelVersion::MarkUsed(Clock::time_point now) {
+  MutexLock lock(mu_);
+  last_used_ = now;
+}
+
+// ---- loads -----------------------------------------------------------------------------------
+
+void ModelVersion::BeginLoad() {
+  MutexLock lock(mu_);
+  if (state_ == VersionState::kLoadingOnDemand) {
+    reason_.clear();
+  } else {
+    TransitionLocked(VersionState::kLoading);
+  }
+}
+
+void ModelVersion::SetProgress(std::shared_ptr<const LoadProgress> progress) {
+  MutexLock lock(mu_);
+  progress_ = std::move(progress);
+}
+
+void ModelVersion::WaitForRoom(std::string why) {
+  MutexLock lock(mu_);
+  reason_ = std::move(why);
+}
+
+void ModelVersion::FailLoad(const Status& error) {
+  MutexLock lock(mu_);
+  ++loads_;
+  TransitionLocked(VersionState::kFailed, std::string(error.message()));
+}
+
+void ModelVersion::FinishLoad(std::shared_ptr<LoadedModel> loaded, const LoadFacts& facts) {
+  MutexLock lock(mu_);
+  ++loads_;
+  estimate_ = facts.estimate;
+  measured_bytes_ = facts.measured_bytes;
+  shed_bytes_ = 0;
+  last_load_time_ = facts.took;
+  signature_ = loaded->session->signature();
+  loaded_ = std::move(loaded);
+  ready_at_ = facts.ready_at;
+  TransitionLocked(VersionState::kReady);
+  last_used_ = facts.now;
+}
+
+// ---- room for other loads ----------------------------------------------------------------
+
+std::optional<int64_t> ModelVersion::BeginDrain(std::string why) {
+  MutexLock lock(mu_);
+  if (state_ != VersionState::kReady) return std::nullopt;
+  TransitionLocked(VersionState::kDraining, std::move(why));
+  return in_flight_;
+}
+
+ModelVersion::DrainEnd ModelVersion::WaitDrained(Clock::time_point until) {
+  // Woken by the last request's answer or a state change, not by polling.
+  MutexLock lock(mu_);
+  changed_.wait_until(lock, until, [&]() REQUIRES(mu_) {
+    return state_ != VersionState::kDraining || in_flight_ == 0;
+  });
+  if (state_ != VersionState::kDraining) return DrainEnd::kChanged;
+  return in_flight_ == 0 ? DrainEnd::kDrained : DrainEnd::kTimedOut;
+}
+
+bool ModelVersion::EndDrain() {
+  MutexLock lock(mu_);
+  if (state_ != VersionState::kDraining) return false;  // unloaded meanwhile
+  TransitionLocked(VersionState::kReady);
+  return !waiting_.empty();
+}
+
+std::shared_ptr<LoadedModel> ModelVersion::Current() const {
+  MutexLock lock(mu_);
+  return loaded_;
+}
+
+void ModelVersion::CountShed(const std::shared_ptr<LoadedModel>& from, int64_t bytes) {
+  MutexLock lock(mu_);
+  if (loaded_ == from) shed_bytes_ += bytes;
+}
+
+// ---- unloads ---------------------------------------------------------------------------------
+
+std::shared_ptr<LoadedModel> ModelVersion::BeginUnloadLocked(VersionState to) {
+  unloading_to_ = to;
+  TransitionLocked(VersionState::kUnloading);
+  return std::move(loaded_);
+}
+
+std::shared_ptr<LoadedModel> ModelVersion::BeginUnload(VersionState to) {
+  MutexLock lock(mu_);
+  if (state_ == VersionState::kUnloading) {
+    if (to == VersionState::kHeld) unloading_to_ = to;  // an idle unload ends held
+    return nullptr;
+  }
+  if (!loaded_) {  // neither kReady nor kDraining
+    if (to == VersionState::kHeld && state_ != to) {
+      TransitionLocked(to, "unloaded through the repository API");
+    }
+    return nullptr;
+  }
+  return BeginUnloadLocked(to);
+}
+
+std::shared_ptr<LoadedModel> ModelVersion::BeginIdleUnload(Clock::time_point now) {
+  MutexLock lock(mu_);
+  // Past its keep-alive with nothing in flight; requests from now on wait for a new load.
+  const auto idle = now - last_used_;
+  if (state_ != VersionState::kReady || in_flight_ > 0 || !config_.keep_alive ||
+      idle < *config_.keep_alive) {
+    return nullptr;
+  }
+  spdlog::info("model {}: idle for {} ms (keep_alive, version {})", config_.name, Millis(idle),
+               config_.version);
+  return BeginUnloadLocked(VersionState::kOnDemand);
+}
+
+std::shared_ptr<LoadedModel> ModelVersion::BeginEviction() {
+  MutexLock lock(mu_);
+  // Not loaded (kReady or kDraining) any more, or a request arrived meanwhile: the caller
+  // looks again.
+  if (!loaded_ || in_flight_ > 0) return nullptr;
+  ++evictions_;
+  return BeginUnloadLocked(VersionState::kOnDemand);
+}
+
+bool ModelVersion::FinishUnload(std::string reason, std::string_view kind) {
+  MutexLock lock(mu_);
+  const VersionState to = unloading_to_;  // the repository API may have changed it
+  if (to == VersionState::kHeld) reason = "unloaded through the repository API";
+  else if (retire_by_) reason = "retired: no longer served";
+  TransitionLocked(to, std::move(reason), kind);
+  // Requests that came while it unloaded wait for the next load (or are routed anew).
+  if (waiting_.empty()) return false;
+  if (to == VersionState::kOnDemand) TransitionLocked(VersionState::kLoadingOnDemand);
+  return true;
+}
+
 int64_t ModelVersion::FootprintLocked() const {
-  if (!loaded) return 0;
-  const int64_t resident = loaded->session->resident_bytes();
-  if (InWorker(config_.isolation)) return std::max(resident, estimate.bytes - shed_bytes);
+  if (!loaded_) return 0;
+  const int64_t resident = loaded_->session->resident_bytes();
+  if (InWorker(config_.isolation)) return std::max(resident, estimate_.bytes - shed_bytes_);
   if (resident > 0) return resident;
-  return measured_bytes > 0 ? measured_bytes : estimate.bytes;
+  return measured_bytes_ > 0 ? measured_bytes_ : estimate_.bytes;
 }
 
 void ModelVersion::CountRequestLocked(Clock::time_point now) {
@@ -239,32 +472,32 @@ double ModelVersion::RateLocked(Clock::time_point now) const {
 }
 
 ModelInfo ModelVersion::Snapshot() const {
-  MutexLock lock(mu);
+  MutexLock lock(mu_);
   ModelInfo info{.config = config_,
-                 .state = PublicState(state),
-                 .reason = reason,
-                 .estimate = estimate,
-                 .measured_bytes = measured_bytes,
-                 .loads = loads,
-                 .evictions = evictions,
-                 .last_load_time = last_load_time,
-                 .in_flight = in_flight,
-                 .last_used = last_used,
-                 .last_event = last_event};
-  if (progress) {
-    info.load_done_bytes = progress->done();
-    info.load_total_bytes = progress->total();
+                 .state = PublicState(state_),
+                 .reason = reason_,
+                 .estimate = estimate_,
+                 .measured_bytes = measured_bytes_,
+                 .loads = loads_,
+                 .evictions = evictions_,
+                 .last_load_time = last_load_time_,
+                 .in_flight = in_flight_,
+                 .last_used = last_used_,
+                 .last_event = last_event_};
+  if (progress_) {
+    info.load_done_bytes = progress_->done();
+    info.load_total_bytes = progress_->total();
   }
-  if (loaded) {
+  if (loaded_) {
     info.loaded = true;
-    info.signature = loaded->session->signature();
+    info.signature = loaded_->session->signature();
     info.resident_bytes = FootprintLocked();
-    info.counters = loaded->session->counters();
-    info.notes = loaded->session->notes();
-    info.histograms = loaded->session->histograms();
-    info.context_length = loaded->session->context_length();
-    info.stats = loaded->scheduler->stats();
-    if (Status health = loaded->session->health(); info.state == ModelState::kReady && !health.ok()) {
+    info.counters = loaded_->session->counters();
+    info.notes = loaded_->session->notes();
+    info.histograms = loaded_->session->histograms();
+    info.context_length = loaded_->session->context_length();
+    info.stats = loaded_->scheduler->stats();
+    if (Status health = loaded_->session->health(); info.state == ModelState::kReady && !health.ok()) {
       info.state = ModelState::kFailed;
       info.reason = std::string(health.message());
     } else if (info.state == ModelState::kReady &&

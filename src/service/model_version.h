@@ -1,6 +1,7 @@
-// ModelVersion: one version of one served model and the state machine of its life. The registry
-// routes requests to versions; the lifecycle moves them between states; the service counts the
-// requests each one holds.
+// ModelVersion: one version of one served model and the state machine of its life. It owns its
+// state and its lock: the registry routes requests to it, the service asks it to admit them,
+// the lifecycle asks it to begin and finish loads, unloads and drains, and each call decides
+// under the lock what the change means, or why it does not happen.
 //
 //   kUnloaded ──load──► kLoading ──ok──► kReady ──unload──► kUnloading ──► kUnloaded
 //                          └──error──► kFailed          (idle or evicted) ──► kOnDemand
@@ -135,11 +136,6 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   // Queue bound and default timeout per priority level.
   const std::array<LevelPolicy, kMaxPriorityLevel + 1>& levels() const { return levels_; }
 
-  // Moves to `to` with `reason` (why it is not ready; empty when it is), and records the change
-  // as an event — of `kind`, else the one the new state implies ("loaded", "unloaded", ...).
-  // Asserts the edge is legal. REQUIRES: mu held.
-  void TransitionLocked(VersionState to, std::string reason = {}, std::string_view kind = {})
-      REQUIRES(mu);
   // What Admit decided for one request.
   struct Admission {
     std::shared_ptr<LoadedModel> serve;  // serve it there now: counted in flight
@@ -147,7 +143,7 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
     bool start_load = false;
     Status rejected;  // answer it this; OK when it is served or parked
   };
-  // Decides, under mu, what becomes of `request` arriving at `now`: a ready version serves it;
+  // Decides, under its lock, what becomes of `request` arriving at `now`: a ready version serves it;
   // one that loads on demand (or after its back-off) parks it until the load — single flight,
   // the first request starts it; every other state rejects it with the reason. Takes `request`
   // only when it parks it; counts it toward the request rate either way.
@@ -173,7 +169,7 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   // Where its events go (null: nowhere); its scheduler's events (breaker, workers) go there too.
   const std::shared_ptr<EventLog>& events() const { return events_; }
 
-  // Takes mu, then carried_mu_: while loaded, its counts so far plus what earlier loads
+  // Takes mu_, then carried_mu_: while loaded, its counts so far plus what earlier loads
   // carried; unloaded, the carried counts alone (a version's counters never go backwards).
   ModelInfo Snapshot() const;
   // Folds a retired load's final counts into what the version carries: its scheduler's
@@ -182,58 +178,152 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   void CarryRetired(const SchedulerStats& stats, const std::map<std::string, int64_t>& counters,
                     const std::map<std::string, Histogram>& histograms);
   // Takes a sample for last_minute when the newest is kSampleEvery old (the lifecycle's
-  // reaper calls it every 50 ms). Takes mu, carried_mu_ and minute_mu_, one at a time.
+  // reaper calls it every 50 ms). Takes mu_, carried_mu_ and minute_mu_, one at a time.
   static constexpr auto kSampleEvery = std::chrono::seconds(5);
   void SampleMinute();
 
+  // ---- what the others read -------------------------------------------------------------
+  // The state and what decides on it, read at once.
+  struct View {
+    VersionState state = VersionState::kUnloaded;
+    std::string reason;  // why it is not ready, when it is not
+    VersionState unloading_to = VersionState::kUnloaded;  // while kUnloading: where it ends
+    int64_t in_flight = 0;                                // requests it serves now
+    std::optional<Clock::time_point> retire_by;           // set once it is retired
+  };
+  View view() const;
+  ModelSignature signature() const;  // kept from its last load: empty until it loaded once
+  bool retired() const;              // the registry no longer routes to it
   // What the model holds now: the backend's own figure, else the heap's growth over its load,
   // else the estimate. An isolated model is charged at least its estimate (less the cache room
   // it gave back): what its worker holds is measured from outside, at most once a second, and
-  // pages it shares with the server (the model file's) are not its own. REQUIRES: mu held.
-  int64_t FootprintLocked() const REQUIRES(mu);
-  // Its request rate, decayed over kRateWindow (what an eviction would cost it): counts one
-  // request at `now`, or reads the rate at `now`. REQUIRES: mu held.
+  // pages it shares with the server (the model file's) are not its own. 0 when not loaded.
+  int64_t Footprint() const;
+  // What a choice of whom to evict weighs, at `now` (the injected clock).
+  struct Residency {
+    int64_t held = 0;                   // Footprint()
+    bool ready = false;                 // kReady (not draining, loading or unloading)
+    int64_t in_flight = 0;
+    bool retired = false;
+    Clock::time_point ready_at;         // steady clock: when its last load finished
+    std::chrono::nanoseconds last_load_time{0};
+    double rate = 0;                    // requests per second, decayed over kRateWindow
+    Clock::time_point last_used;        // its latest request (the injected clock)
+  };
   static constexpr auto kRateWindow = std::chrono::seconds(10);
-  void CountRequestLocked(Clock::time_point now) REQUIRES(mu);
-  double RateLocked(Clock::time_point now) const REQUIRES(mu);
+  Residency ResidencyAt(Clock::time_point now) const;
+  // The latest deadline of the requests waiting for a load; none when none waits.
+  std::optional<Clock::time_point> LatestWaitingDeadline() const;
 
-  mutable Mutex mu;
-  VersionState state GUARDED_BY(mu) = VersionState::kUnloaded;
-  std::string reason GUARDED_BY(mu);
-  // While kUnloading: the state it ends in (requests wait for a load when that is kOnDemand).
-  VersionState unloading_to GUARDED_BY(mu) = VersionState::kUnloaded;
-  MemoryEstimate estimate GUARDED_BY(mu);
-  int64_t measured_bytes GUARDED_BY(mu) = 0;
-  int64_t shed_bytes GUARDED_BY(mu) = 0;  // cache room given back since its last load
-  std::shared_ptr<LoadedModel> loaded GUARDED_BY(mu);  // set exactly while kReady or kDraining
-  ModelSignature signature GUARDED_BY(mu);             // kept from its last load
-  // Requests waiting for a load: in kLoadingOnDemand, kDraining, kUnloading to kOnDemand.
-  std::vector<std::unique_ptr<InferRequest>> waiting GUARDED_BY(mu);
-  int64_t in_flight GUARDED_BY(mu) = 0;
-  // Notified when in_flight falls to 0 and at every state change: a drain waits on it.
-  mutable std::condition_variable_any changed;
-  int64_t loads GUARDED_BY(mu) = 0;
-  int64_t evictions GUARDED_BY(mu) = 0;
-  std::chrono::nanoseconds last_load_time GUARDED_BY(mu){0};
-  Clock::time_point ready_at GUARDED_BY(mu);  // steady clock: when its last load finished
-  Clock::time_point last_used GUARDED_BY(mu) = Clock::now();
-  // While kBackingOff: requests get its load's error until then, and the first one after it
-  // loads again.
-  Clock::time_point retry_at GUARDED_BY(mu);
-  // Set by the registry when the version stops being routed to: it unloads once idle, or at
-  // this time at the latest.
-  std::optional<Clock::time_point> retire_by GUARDED_BY(mu);
-  // While loading: how far the load has read (the status page's progress bar).
-  std::shared_ptr<const LoadProgress> progress GUARDED_BY(mu);
-  std::optional<Event> last_event GUARDED_BY(mu);
+  // ---- requests (the service) ------------------------------------------------------------
+  // A request it served (Admit's `serve`, or Borrow) is done at `now`: whether none is in
+  // flight any more (a drain waits for that).
+  bool Release(Clock::time_point now);
+  // The loaded model for a request that needs the session only (tokenize, metadata), counted
+  // in flight like a served request (Release it); null when not loaded (kReady or kDraining).
+  std::shared_ptr<LoadedModel> Borrow(Clock::time_point now);
+  // The requests waiting for a load past their deadline (`steady_now`), taken to be answered.
+  std::vector<std::unique_ptr<InferRequest>> TakeExpired(Clock::time_point steady_now);
+  // Shutdown: nothing loads on request any more (to kUnloaded); the requests waiting for a
+  // load, taken to be answered.
+  std::vector<std::unique_ptr<InferRequest>> StopLoadingOnDemand();
+  // The registry stops routing to it: it unloads once idle, or at `by` at the latest.
+  void Retire(Clock::time_point by);
+  void MarkUsed(Clock::time_point now);  // its keep-alive counts from `now`
+
+  // ---- loads (the lifecycle's loader thread, one at a time) ------------------------------
+  // A load begins: from kUnloaded, kOnDemand, kFailed, kBackingOff or kHeld to kLoading, or
+  // the load its requests queued (kLoadingOnDemand stays, its reason cleared).
+  void BeginLoad();
+  void SetProgress(std::shared_ptr<const LoadProgress> progress);  // null once it ends
+  void WaitForRoom(std::string why);  // the load gave way: its reason while it stays queued
+  void FailLoad(const Status& error);  // to kFailed, with the error as its reason
+  // What a successful load measured.
+  struct LoadFacts {
+    MemoryEstimate estimate;
+    int64_t measured_bytes = 0;
+    std::chrono::nanoseconds took{0};
+    Clock::time_point ready_at;  // steady clock
+    Clock::time_point now;       // the injected clock (its keep-alive starts)
+  };
+  // To kReady, serving through `loaded` (whose session gives the signature kept from now on).
+  void FinishLoad(std::shared_ptr<LoadedModel> loaded, const LoadFacts& facts);
+
+  // ---- room for other loads (the lifecycle) -----------------------------------------------
+  // kReady to kDraining with `why`: the requests in flight then; none when it is not kReady.
+  std::optional<int64_t> BeginDrain(std::string why);
+  enum class DrainEnd { kDrained, kChanged, kTimedOut };
+  // Waits until nothing is in flight (kDrained), it left kDraining (kChanged), or `until`.
+  DrainEnd WaitDrained(Clock::time_point until);
+  // A drain given up: kDraining back to kReady. Whether requests it held back wait (they go
+  // through the routing again).
+  bool EndDrain();
+  // The loaded model (kReady or kDraining; else null), to ask for cache room; CountShed
+  // charges what it gave to that load (not a later one).
+  std::shared_ptr<LoadedModel> Current() const;
+  void CountShed(const std::shared_ptr<LoadedModel>& from, int64_t bytes);
+
+  // ---- unloads: Begin* takes what it holds (null: nothing to unload) and moves it to
+  // kUnloading; the caller frees that without the lock, then calls FinishUnload. -----------
+  // An unload to kUnloaded, or to kHeld (the repository API), which a version not loaded (or
+  // already unloading) ends in as well.
+  std::shared_ptr<LoadedModel> BeginUnload(VersionState to);
+  // To kOnDemand when kReady, nothing is in flight and it has idled its keep_alive at `now`.
+  std::shared_ptr<LoadedModel> BeginIdleUnload(Clock::time_point now);
+  // To kOnDemand for another model's room, when loaded and nothing is in flight.
+  std::shared_ptr<LoadedModel> BeginEviction();
+  // From kUnloading to where it was aimed, with `reason` (an event of `kind`, else the state's
+  // own). True when requests came meanwhile: they wait for a load the caller queues (when it
+  // ended kOnDemand: now kLoadingOnDemand), or that load, called off, routes them anew.
+  bool FinishUnload(std::string reason, std::string_view kind = {});
 
  private:
+  // Moves to `to` with `reason` (why it is not ready; empty when it is), and records the change
+  // as an event — of `kind`, else the one the new state implies ("loaded", "unloaded", ...).
+  // Asserts the edge is legal.
+  void TransitionLocked(VersionState to, std::string reason = {}, std::string_view kind = {})
+      REQUIRES(mu_);
+  std::shared_ptr<LoadedModel> BeginUnloadLocked(VersionState to) REQUIRES(mu_);
+  int64_t FootprintLocked() const REQUIRES(mu_);
+  // Its request rate: counts one request at `now`, or reads the rate at `now`.
+  void CountRequestLocked(Clock::time_point now) REQUIRES(mu_);
+  double RateLocked(Clock::time_point now) const REQUIRES(mu_);
+
+  mutable Mutex mu_;
+  VersionState state_ GUARDED_BY(mu_) = VersionState::kUnloaded;
+  std::string reason_ GUARDED_BY(mu_);
+  VersionState unloading_to_ GUARDED_BY(mu_) = VersionState::kUnloaded;
+  MemoryEstimate estimate_ GUARDED_BY(mu_);
+  int64_t measured_bytes_ GUARDED_BY(mu_) = 0;
+  int64_t shed_bytes_ GUARDED_BY(mu_) = 0;  // cache room given back since its last load
+  std::shared_ptr<LoadedModel> loaded_ GUARDED_BY(mu_);  // set exactly while kReady or kDraining
+  ModelSignature signature_ GUARDED_BY(mu_);             // kept from its last load
+  // Requests waiting for a load: in kLoadingOnDemand, kDraining, kUnloading to kOnDemand (and
+  // kFailed until TakeWaitersAfterLoad answers them).
+  std::vector<std::unique_ptr<InferRequest>> waiting_ GUARDED_BY(mu_);
+  int64_t in_flight_ GUARDED_BY(mu_) = 0;
+  // Notified when in_flight_ falls to 0 and at every state change: a drain waits on it.
+  mutable std::condition_variable_any changed_;
+  int64_t loads_ GUARDED_BY(mu_) = 0;
+  int64_t evictions_ GUARDED_BY(mu_) = 0;
+  std::chrono::nanoseconds last_load_time_ GUARDED_BY(mu_){0};
+  Clock::time_point ready_at_ GUARDED_BY(mu_);  // steady clock: when its last load finished
+  Clock::time_point last_used_ GUARDED_BY(mu_) = Clock::now();
+  // While kBackingOff: requests get its load's error until then, and the first one after it
+  // loads again.
+  Clock::time_point retry_at_ GUARDED_BY(mu_);
+  // Set when the registry stops routing to it: a routing decision that holds in every state.
+  std::optional<Clock::time_point> retire_by_ GUARDED_BY(mu_);
+  // While loading: how far the load has read (the status page's progress bar).
+  std::shared_ptr<const LoadProgress> progress_ GUARDED_BY(mu_);
+  std::optional<Event> last_event_ GUARDED_BY(mu_);
+
   struct Carried {
     SchedulerStats stats;
     std::map<std::string, int64_t> counters;
     std::map<std::string, Histogram> histograms;
   };
-  mutable Mutex carried_mu_;  // after mu, never before
+  mutable Mutex carried_mu_;  // after mu_, never before
   std::optional<Carried> carried_ GUARDED_BY(carried_mu_);
   struct MinuteSample {
     Clock::time_point at;
@@ -243,10 +333,10 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   };
   static MinuteSample SampleOf(const ModelInfo& info, Clock::time_point at);
   std::optional<MinuteFigures> LastMinute(const ModelInfo& now_info) const;  // takes minute_mu_
-  mutable Mutex minute_mu_;  // after mu and carried_mu_, never before
+  mutable Mutex minute_mu_;  // after mu_ and carried_mu_, never before
   std::deque<MinuteSample> minute_ GUARDED_BY(minute_mu_);  // oldest first, ~65 s of them
-  double rate_ GUARDED_BY(mu) = 0;  // requests per second at rate_at_
-  Clock::time_point rate_at_ GUARDED_BY(mu);
+  double rate_ GUARDED_BY(mu_) = 0;  // requests per second at rate_at_
+  Clock::time_point rate_at_ GUARDED_BY(mu_);
 
   const ModelConfig config_;
   const std::string domain_;

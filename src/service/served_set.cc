@@ -26,13 +26,8 @@ void ServedSetChanges::Publish(const std::string& name, std::shared_ptr<const Se
   // Requests parked on a retired version waiting for its load go where the routing sends them.
   for (const auto& version : registry_.Publish(name, std::move(model))) {
     std::vector<std::unique_ptr<InferRequest>> waiting = version->TakeWaiting();
-    int64_t in_flight = 0;
-    {
-      MutexLock lock(version->mu);
-      in_flight = version->in_flight;
-    }
     spdlog::info("model {}: retired; unloads when its {} requests in flight are done",
-                 version->VersionName(), in_flight);
+                 version->VersionName(), version->view().in_flight);
     for (auto& r : waiting) {
       r->model_version = 0;
       resubmit_(std::move(r));

@@ -2,10 +2,33 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/identity/identity_backend.h"
+#include "runtime/host_runtime.h"
+
 namespace mmserve {
 namespace {
 
 using S = VersionState;
+
+// What the lifecycle hands FinishLoad: an identity model's session and scheduler.
+std::shared_ptr<LoadedModel> LoadedIdentity(const ModelConfig& config) {
+  static HostRuntime host;
+  IdentityBackend backend(host);
+  auto loaded = std::make_shared<LoadedModel>();
+  auto session = backend.Load(config, nullptr);
+  EXPECT_TRUE(session.ok()) << session.status().ToString();
+  loaded->session = std::move(*session);
+  auto scheduler = ModelScheduler::Create({.model = config.name}, *loaded->session);
+  EXPECT_TRUE(scheduler.ok()) << scheduler.status().ToString();
+  loaded->scheduler = std::move(*scheduler);
+  return loaded;
+}
+
+// The lifecycle's load, from the version's side.
+void LoadIdentity(ModelVersion& version) {
+  version.BeginLoad();
+  version.FinishLoad(LoadedIdentity(version.config()), {.now = Clock::now()});
+}
 
 TEST(ModelVersionTest, TheStateMachineHasTheDrawnEdgesOnly) {
   // Loads end ready or failed; only a ready version unloads; an unload ends where it was aimed.
@@ -115,21 +138,16 @@ TEST(ModelVersionTest, AdmitServesParksOrRejectsByState) {
   EXPECT_FALSE(second);
 
   // The load fails: both are answered with its error, and the back-off starts.
-  {
-    MutexLock lock(version.mu);
-    EXPECT_EQ(version.state, S::kLoadingOnDemand);
-    version.TransitionLocked(S::kFailed, "no such file");
-  }
+  EXPECT_EQ(version.view().state, S::kLoadingOnDemand);
+  version.BeginLoad();
+  version.FailLoad(NotFound("no such file"));
   EXPECT_FALSE(version.DemandLoadGoesAhead(true)) << "not queued any more";
   ModelVersion::Waiters waiters = version.TakeWaitersAfterLoad(true, now + 10s);
   EXPECT_EQ(waiters.requests.size(), 2u);
   EXPECT_FALSE(waiters.serve);
   EXPECT_EQ(waiters.failed.message(), "model 'm' failed to load: no such file");
-  {
-    MutexLock lock(version.mu);
-    EXPECT_EQ(version.state, S::kBackingOff);
-    EXPECT_EQ(version.reason, "no such file");
-  }
+  EXPECT_EQ(version.view().state, S::kBackingOff);
+  EXPECT_EQ(version.view().reason, "no such file");
 
   auto during = request();
   a = version.Admit(during, now + 4s);
@@ -142,18 +160,15 @@ TEST(ModelVersionTest, AdmitServesParksOrRejectsByState) {
   EXPECT_TRUE(a.start_load) << "past the back-off the next request tries again";
 
   // Retired while its load was queued: called off, and its requests are routed anew.
-  {
-    MutexLock lock(version.mu);
-    version.retire_by = now;
-  }
+  version.Retire(now);
   EXPECT_FALSE(version.DemandLoadGoesAhead(true));
   waiters = version.TakeWaitersAfterLoad(false, now);
   EXPECT_EQ(waiters.requests.size(), 1u);
   EXPECT_FALSE(waiters.serve);
   EXPECT_TRUE(waiters.failed.ok());
-  MutexLock lock(version.mu);
-  EXPECT_EQ(version.state, S::kOnDemand);
-  version.TransitionLocked(S::kHeld, "unloaded through the repository API");
+  EXPECT_EQ(version.view().state, S::kOnDemand);
+  EXPECT_FALSE(version.BeginUnload(S::kHeld)) << "nothing loaded to free";
+  EXPECT_EQ(version.view().state, S::kHeld);
 }
 
 TEST(ModelVersionTest, AHeldOrLoadingVersionRejectsWithItsReason) {
@@ -161,24 +176,15 @@ TEST(ModelVersionTest, AHeldOrLoadingVersionRejectsWithItsReason) {
   config.name = "m";
   ModelVersion version(config, "host");
   auto r = std::make_unique<InferRequest>();
-  {
-    MutexLock lock(version.mu);
-    version.TransitionLocked(S::kLoading);
-  }
+  version.BeginLoad();
   ModelVersion::Admission a = version.Admit(r, Clock::now());
   EXPECT_EQ(a.rejected.message(), "model 'm' is LOADING");
   EXPECT_FALSE(a.serve);
-  {
-    MutexLock lock(version.mu);
-    version.TransitionLocked(S::kFailed, "bad file");
-  }
+  version.FailLoad(InvalidArgument("bad file"));
   a = version.Admit(r, Clock::now());
   EXPECT_EQ(a.rejected.message(), "model 'm' is UNAVAILABLE: bad file")
       << "a load someone told failed: no retry on request";
-  {
-    MutexLock lock(version.mu);
-    version.TransitionLocked(S::kHeld);
-  }
+  EXPECT_FALSE(version.BeginUnload(S::kHeld));
   a = version.Admit(r, Clock::now());
   EXPECT_NE(a.rejected.message().find("unloaded through the repository API"), std::string::npos);
   EXPECT_TRUE(r);
@@ -190,12 +196,8 @@ TEST(ModelVersionTest, ADrainingVersionParksNewRequestsForItsNextLoad) {
   ModelConfig config;
   config.name = "m";
   ModelVersion version(config, "host");
-  {
-    MutexLock lock(version.mu);
-    version.TransitionLocked(S::kLoading);
-    version.TransitionLocked(S::kReady);
-    version.TransitionLocked(S::kDraining, "making room for big v1");
-  }
+  LoadIdentity(version);
+  EXPECT_EQ(version.BeginDrain("making room for big v1"), 0) << "nothing in flight";
   auto r = std::make_unique<InferRequest>();
   ModelVersion::Admission a = version.Admit(r, Clock::now());
   EXPECT_TRUE(a.rejected.ok());
@@ -204,6 +206,75 @@ TEST(ModelVersionTest, ADrainingVersionParksNewRequestsForItsNextLoad) {
   EXPECT_FALSE(r);
   EXPECT_EQ(version.Snapshot().state, ModelState::kReady);
   EXPECT_EQ(version.TakeWaiting().size(), 1u);
+}
+
+// The unloads are the version's decisions too: an idle unload only when idle long enough, an
+// eviction only with nothing in flight; requests that arrive meanwhile wait for the next load.
+TEST(ModelVersionTest, UnloadsTakeWhatItHoldsOnlyWhenTheyMay) {
+  using namespace std::chrono_literals;
+  ModelConfig config;
+  config.name = "m";
+  config.keep_alive = 10s;
+  ModelVersion version(config, "host");
+  LoadIdentity(version);
+  const auto now = Clock::now();
+  version.MarkUsed(now);
+  ASSERT_TRUE(version.Borrow(now));
+  EXPECT_EQ(version.view().in_flight, 1);
+  EXPECT_FALSE(version.BeginEviction()) << "a request is in flight";
+  EXPECT_FALSE(version.BeginIdleUnload(now + 1h)) << "a request is in flight";
+  EXPECT_TRUE(version.Release(now)) << "the last one";
+  EXPECT_FALSE(version.BeginIdleUnload(now + 9999ms)) << "idle for less than its keep_alive";
+  std::shared_ptr<LoadedModel> taken = version.BeginIdleUnload(now + 10s);
+  ASSERT_TRUE(taken);
+  EXPECT_FALSE(version.Current()) << "the caller holds it now";
+  EXPECT_EQ(version.view().state, S::kUnloading);
+  EXPECT_EQ(version.view().unloading_to, S::kOnDemand);
+
+  auto r = std::make_unique<InferRequest>();
+  ModelVersion::Admission a = version.Admit(r, now + 10s);
+  EXPECT_TRUE(a.rejected.ok());
+  EXPECT_FALSE(a.start_load) << "the unload's end queues the load";
+  taken.reset();
+  EXPECT_TRUE(version.FinishUnload("unloaded after idling"))
+      << "a request waits: the caller queues its load";
+  EXPECT_EQ(version.view().state, S::kLoadingOnDemand);
+  EXPECT_EQ(version.TakeWaiting().size(), 1u);
+
+  // An eviction counts; the repository API re-aims an unload under way at kHeld.
+  ModelVersion other(config, "host");
+  LoadIdentity(other);
+  taken = other.BeginEviction();
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(other.Snapshot().evictions, 1);
+  EXPECT_FALSE(other.BeginUnload(S::kHeld)) << "already unloading";
+  taken.reset();
+  EXPECT_FALSE(other.FinishUnload("evicted", "evicted")) << "nobody waits";
+  EXPECT_EQ(other.view().state, S::kHeld);
+  EXPECT_EQ(other.view().reason, "unloaded through the repository API");
+}
+
+// A drain waits for the requests in flight, not for a clock: it ends drained when the last is
+// released, and the requests it held back go on once it is given up.
+TEST(ModelVersionTest, ADrainEndsWhenTheLastRequestIsReleasedOrIsGivenUp) {
+  ModelConfig config;
+  config.name = "m";
+  ModelVersion version(config, "host");
+  EXPECT_FALSE(version.BeginDrain("room")) << "only a ready version drains";
+  LoadIdentity(version);
+  const auto now = Clock::now();
+  ASSERT_TRUE(version.Borrow(now));
+  EXPECT_EQ(version.BeginDrain("making room for big v1"), 1);
+  EXPECT_EQ(version.WaitDrained(Clock::now()), ModelVersion::DrainEnd::kTimedOut);
+  auto r = std::make_unique<InferRequest>();
+  EXPECT_TRUE(version.Admit(r, now).rejected.ok());
+  EXPECT_FALSE(r) << "parked for its next load";
+  version.Release(now);
+  EXPECT_EQ(version.WaitDrained(Clock::now()), ModelVersion::DrainEnd::kDrained);
+  EXPECT_TRUE(version.EndDrain()) << "a request was held back";
+  EXPECT_EQ(version.view().state, S::kReady);
+  EXPECT_FALSE(version.EndDrain()) << "not draining any more";
+  EXPECT_EQ(version.WaitDrained(Clock::now()), ModelVersion::DrainEnd::kChanged);
 }
 
 }  // namespace

@@ -84,34 +84,71 @@ std::string WatchStamp(const ServerConfig& served) {
   return stamp;
 }
 
-ConfigWatch::ConfigWatch(std::function<std::string()> stamp, bool watching)
-    : stamp_(std::move(stamp)), next_look_(Clock::now()) {
-  if (watching) watched_ = stamp_();
+ConfigWatch::ConfigWatch(Sources sources, const TimeSource& time)
+    : sources_(std::move(sources)), time_(time), next_look_(time.Now()) {
+  if (const auto interval = sources_.interval()) {
+    watched_ = sources_.stamp();
+    next_look_ = time_.Now() + *interval;
+  }
 }
 
-bool ConfigWatch::Due(Clock::time_point now, std::optional<std::chrono::milliseconds> watch) {
-  // Once a reload is done, what is watched is taken anew (the served files may have changed).
-  if (reloading_ && !reload_pending_.load()) {
-    reloading_ = false;
-    watched_ = stamp_();
-  }
-  if (!watch) {
+ConfigWatch::~ConfigWatch() { Stop(); }
+
+void ConfigWatch::Start() {
+  thread_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
+}
+
+void ConfigWatch::Stop() {
+  if (!thread_.joinable()) return;
+  thread_.request_stop();
+  thread_.join();
+}
+
+bool ConfigWatch::Due(Clock::time_point now, std::optional<std::chrono::milliseconds> interval) {
+  if (!interval) {
     watched_.reset();
+    next_look_ = now + kOffLook;
     return false;
   }
-  if (!watched_) {  // a reload configured the watch: from now on
-    watched_ = stamp_();
-    next_look_ = now + *watch;
+  if (!watched_) {  // a reload turned the watch on: from now on
+    watched_ = sources_.stamp();
+    next_look_ = now + *interval;
     return false;
   }
-  if (now < next_look_ || reloading_) return false;
-  next_look_ = now + *watch;
-  std::string stamp = stamp_();
+  if (now < next_look_) return false;
+  next_look_ = now + *interval;
+  std::string stamp = sources_.stamp();
   if (stamp == *watched_) return false;
   watched_ = std::move(stamp);
-  reloading_ = true;
-  reload_pending_.store(true);
   return true;
+}
+
+void ConfigWatch::Loop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    if (Due(time_.Now(), sources_.interval())) {
+      {
+        MutexLock lock(shared_->mu);
+        shared_->reloading = true;
+      }
+      sources_.reload([shared = shared_] {
+        MutexLock lock(shared->mu);
+        shared->reloading = false;
+        shared->ended.notify_all();
+      });
+      // One reload at a time; once it ended, what is watched is taken anew (the served
+      // files may have changed with it).
+      {
+        MutexLock lock(shared_->mu);
+        WaitUntil(time_, shared_->ended, lock, stop, Clock::time_point::max(),
+                  [&]() REQUIRES(shared_->mu) { return !shared_->reloading; });
+      }
+      if (stop.stop_requested()) return;
+      if (watched_) watched_ = sources_.stamp();
+      continue;
+    }
+    MutexLock lock(shared_->mu);
+    WaitUntil(time_, shared_->ended, lock, stop, next_look_, [] { return false; });
+  }
 }
 
 }  // namespace mmserve

@@ -109,19 +109,21 @@ InferenceService::InferenceService(ServerConfig config, const BackendRegistry& b
       registry_(config, time),
       lifecycle_(config, backends, guard, registry_, time),
       changes_(backends, registry_, lifecycle_,
-               [this](std::unique_ptr<InferRequest> r) { Submit(std::move(r)); }),
-      watch_([this] { return WatchStamp(registry_.config()); }, config.global.watch.has_value()) {
+               [this](std::unique_ptr<InferRequest> r) { Route(nullptr, std::move(r)); }),
+      watch_({.stamp = [this] { return WatchStamp(registry_.config()); },
+              .interval = [this] { return registry_.watch(); },
+              .reload = [this](std::function<void()> done) { ReloadChanged(std::move(done)); }},
+             time) {
   std::map<std::string, VersionMap> versions;
   for (const auto& m : config.models) versions[m.name][m.version] = lifecycle_.NewVersion(m);
   for (auto& [name, v] : versions) {
     const ModelConfig routing = v.begin()->second->config();
     registry_.Publish(name, ServedModel::Make(std::move(v), routing, /*from_api=*/false));
   }
-  lifecycle_.Start({.queue_demand_load =
-                        [this](std::shared_ptr<ModelVersion> version) {
-                          lifecycle_.Post([this, version] { LoadForWaiting(version); });
-                        },
-                    .tick = [this](Clock::time_point now) { Tick(now); }});
+  lifecycle_.Start({.queue_demand_load = [this](std::shared_ptr<ModelVersion> version) {
+    lifecycle_.Post([this, version] { LoadForWaiting(version); });
+  }});
+  watch_.Start();
 }
 
 InferenceService::~InferenceService() { Shutdown(std::chrono::milliseconds(0)); }
@@ -186,6 +188,12 @@ void InferenceService::SubmitTo(const std::shared_ptr<ModelVersion>& pinned,
   if (Status s = ApplySchedulingParams(*request); !s.ok()) {
     return request->done(s.WithContext("model '" + request->model_name + "'"));
   }
+  Route(pinned, std::move(request));
+}
+
+void InferenceService::Route(const std::shared_ptr<ModelVersion>& pinned,
+                             std::unique_ptr<InferRequest> request) {
+  if (!accepting_) return request->done(Unavailable("the server is shutting down"));
   std::shared_ptr<ModelVersion> version;
   std::shared_ptr<LoadedModel> loaded;
   // Routing and the in-flight count happen under the registry's lock, so a version a reload
@@ -291,20 +299,19 @@ void InferenceService::LoadForWaiting(const std::shared_ptr<ModelVersion>& versi
     } else if (!waiters.failed.ok()) {
       r->done(waiters.failed);
     } else {
-      Submit(std::move(r));  // no load ran: where the routing sends it now
+      Route(nullptr, std::move(r));  // no load ran: where the routing sends it now
     }
   }
 }
 
-void InferenceService::Tick(Clock::time_point now) {
-  if (!watch_.Due(now, registry_.watch())) return;
+void InferenceService::ReloadChanged(std::function<void()> done) {
   spdlog::info("config: the YAML file or its model files changed; reloading");
-  Reload([this](const Result<ReloadReport>& result) {
+  Reload([done = std::move(done)](const Result<ReloadReport>& result) {
     if (!result.ok()) {
       spdlog::error("config: reload rejected, the served models are unchanged: {}",
                     result.status().message());
     }
-    watch_.Reloaded();
+    done();
   });
 }
 
@@ -342,6 +349,7 @@ void InferenceService::Shutdown(std::chrono::milliseconds drain_timeout) {
   if (accepting_.exchange(false)) {
     spdlog::info("service: stopped accepting requests; draining {} in flight", in_flight_.load());
   }
+  watch_.Stop();
   lifecycle_.Stop();
   for (auto& version : registry_.All()) {
     for (auto& r : version->StopLoadingOnDemand()) r->done(Unavailable("the server is shutting down"));

@@ -120,8 +120,12 @@ class InferenceService {
  private:
   class InFlight;
 
+  // The front door: the access log's wrapper, the scheduling parameters, then Route.
   void SubmitTo(const std::shared_ptr<ModelVersion>& pinned,
                 std::unique_ptr<InferRequest> request);
+  // Routes a request that passed the front door — once, or again after it waited for a version
+  // that was retired or did not load — and admits it there.
+  void Route(const std::shared_ptr<ModelVersion>& pinned, std::unique_ptr<InferRequest> request);
 
   // Counts `request` in flight on a ready `version` (and sets `loaded`), or parks it for a load
   // (taking it), or says why it cannot be served. Called with the registry's lock held.
@@ -134,17 +138,16 @@ class InferenceService {
   // On the loader thread: the load the requests waiting on `version` started, then those
   // requests (served, answered with its error, or routed anew).
   void LoadForWaiting(const std::shared_ptr<ModelVersion>& version);
-  // The reaper's tick: a reload when the watched files changed.
-  void Tick(Clock::time_point now);
+  // The config watch's: a reload because the watched files changed; `done` once it ended.
+  void ReloadChanged(std::function<void()> done);
 
-
-  const TimeSource& time_;           // not owned
+  const TimeSource& time_;  // not owned
 
   JobStore jobs_;  // before the models: outlives every model's callbacks
   ModelRegistry registry_;
   Lifecycle lifecycle_;  // its threads stop in Shutdown
   ServedSetChanges changes_;  // the loader thread's
-  ConfigWatch watch_;    // the reaper's
+  ConfigWatch watch_;  // its own thread; stopped in Shutdown, before the lifecycle
 
   std::atomic<bool> accepting_{true};
   std::atomic<int64_t> in_flight_{0};

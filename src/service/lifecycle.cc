@@ -147,9 +147,7 @@ void Lifecycle::ReaperLoop(std::stop_token stop) {
       if (stop.stop_requested()) return;
       wake_reaper_ = false;
     }
-    const auto now = time_.Now();
-    Reap(now);
-    if (hooks_.tick) hooks_.tick(now);
+    Reap(time_.Now());
   }
 }
 

@@ -6,7 +6,7 @@
 //           time, in the order posted;
 //   reaper  every 50 ms, or when a version goes idle: answers requests that waited for a load
 //           past their deadline, unloads versions idle past their keep_alive and retired ones
-//           whose requests are done, then calls the tick hook (the config watch).
+//           whose requests are done.
 //
 // Budgets: before a version loads, MakeRoom takes back the room other versions reserve for
 // their caches (a generator's prompt cache), then evicts unpinned versions of its domain until
@@ -57,9 +57,9 @@ class Lifecycle {
   struct Hooks {
     // A version's requests wait for a load that should be queued now (after an idle unload
     // that requests arrived during). Called without locks held.
+    // The requests belong to the request path, which serves them, answers them or routes them
+    // anew once the load is done (InferenceService::LoadForWaiting).
     std::function<void(std::shared_ptr<ModelVersion>)> queue_demand_load;
-    // Each reaper round, after the versions were looked after.
-    std::function<void(Clock::time_point now)> tick;
   };
 
   // Budgets and priority gates for the domains of `config`'s models. `backends`, `guard` and

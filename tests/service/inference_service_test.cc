@@ -10,8 +10,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include "backend/identity/identity_backend.h"
+#include "common/logging.h"
 #include "config/config_parser.h"
 #include "runtime/host_runtime.h"
 #include "testing/fake_time.h"
@@ -695,6 +697,55 @@ TEST_F(ReloadTest, AVersionSwapUnderContinuousTrafficFailsNothing) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_EQ(service->ListModels().size(), 1u);
+}
+
+// A request parked on a version that a reload retires goes through the routing again, not
+// through the front door a second time: one access line, answered by the new version.
+TEST_F(ReloadTest, ARequestRoutedAnewAfterARetirementIsLoggedOnce) {
+  std::ostringstream access;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(access);
+  AccessLogger().sinks().push_back(sink);
+  ConfigureLogging("info", LogFormat::kText, true);
+  auto service = StartFile(R"(models:
+  - name: m
+    backend: identity
+    load: on_demand
+    versions: [1]
+    params: {tensors: [{datatype: INT32, shape: [-1]}]}
+)");
+  Rewrite(R"(models:
+  - name: m
+    backend: identity
+    versions: [2]
+    params: {tensors: [{datatype: INT32, shape: [-1]}], load_ms: 1500}
+)");
+  // The reload loads version 2 on the loader thread; a request meanwhile parks on version 1,
+  // whose own load queues behind the reload and is called off when the reload retires it.
+  std::promise<Result<ReloadReport>> reloaded;
+  service->Reload([&](const Result<ReloadReport>& r) { reloaded.set_value(r); });
+  auto r = Ints("m", {7});
+  r->id = "parked-once";
+  auto answer = Submit(*service, std::move(r));
+  const Result<ReloadReport> report = reloaded.get_future().get();
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const Result<InferResponse> result = answer.get();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->model_version, 2);
+  bool parked_on_v1 = false;
+  for (const Event& e : service->events().Since(0)) {
+    parked_on_v1 |= e.model == "m" && e.version == 1 && e.kind == "loading";
+  }
+  EXPECT_TRUE(parked_on_v1) << "the request reached version 1 before the reload published";
+  auto& sinks = AccessLogger().sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+  ConfigureLogging("info");
+  const std::string lines = access.str();
+  size_t count = 0;
+  for (size_t at = lines.find("id=parked-once"); at != std::string::npos;
+       at = lines.find("id=parked-once", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 1u) << lines;
 }
 
 TEST_F(ReloadTest, AFailedNewVersionLeavesTheOldOneServing) {

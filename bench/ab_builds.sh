@@ -6,11 +6,14 @@
 # isolated (`isolation: process`, max_batch 8, and 1) with the 1 KB request at 16 clients, and an
 # isolated echo of a 1 MiB text at 4;
 # P1 tiny (bert-tiny, one text per request, 64 clients) over KServe and over OpenAI
-# /v1/embeddings. Reported: answers/s per round
+# /v1/embeddings; P2's shape (llama-tiny, 4 streams of 32 generated tokens each, KServe).
+# Then P5's first response (bert-tiny, `load: on_demand`, `keep_alive: 0`: each request after it
+# unloaded loads it), timed by curl, BENCH_LOADS rounds per side alternating. Reported: answers/s per round
 # and their ratio (B / A), medians, and each server's CPU time per answer, its worker processes included (utime + stime from
 # /proc over the run, warm-up included, divided by the answers over the same span), and p50.
-#   bench/ab_builds.sh A_BINARY B_BINARY   (BENCH_SECONDS=5 BENCH_ROUNDS=4; BENCH_ONLY=REGEX
-#                                           runs the scenarios whose name matches)
+#   bench/ab_builds.sh A_BINARY B_BINARY   (BENCH_SECONDS=5 BENCH_ROUNDS=4 BENCH_LOADS=6;
+#                                           BENCH_ONLY=REGEX runs the scenarios whose name
+#                                           matches, first-response included)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 A_BIN="$1"
@@ -20,7 +23,10 @@ ROUNDS="${BENCH_ROUNDS:-4}"
 WARMUP=1
 source "$ROOT/bench/lib.sh"
 MODEL="$ROOT/models/generated/bert-tiny.gguf"
+LLM="$ROOT/models/generated/llama-tiny.gguf"
 ensure_model "$MODEL" tiny
+ensure_model "$LLM" tiny
+LOADS="${BENCH_LOADS:-6}"
 TEXT="The quick brown fox jumps over the lazy dog near the river bank."
 
 cat >"$TMP/m.yaml" <<YAML
@@ -54,6 +60,17 @@ models:
     max_queue_delay_ms: 5
     queue: {max_size: 100000}
     params: {n_parallel: 64, n_batch: 2048, n_threads: $THREADS}
+  - name: llm
+    path: $LLM
+    task: generate
+    timeout_ms: 600000
+    params: {n_parallel: 4, n_ctx: 512, n_batch: 512, n_threads: $THREADS}
+  - name: cold
+    path: $MODEL
+    task: embed
+    load: on_demand
+    keep_alive: 0
+    params: {n_parallel: 1, n_ctx: 512, n_batch: 512, n_threads: $THREADS}
 YAML
 python3 - "$TMP" "$TEXT" <<'PY'
 import json, sys
@@ -64,6 +81,10 @@ json.dump({"inputs": [{"name": "X", "datatype": "INT32", "shape": [140], "data":
 json.dump({"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": [text]}]},
           open(f"{tmp}/kserve.json", "w"))
 json.dump({"model": "embedder", "input": text}, open(f"{tmp}/openai.json", "w"))
+json.dump({"parameters": {"max_tokens": 32},
+           "inputs": [{"name": "PROMPT", "datatype": "BYTES", "shape": [1],
+                       "data": ["Once upon a time, in a land far away, there lived"]}]},
+          open(f"{tmp}/generate.json", "w"))
 json.dump({"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": ["x" * (1 << 20)]}]},
           open(f"{tmp}/text-1mib.json", "w"))
 PY
@@ -89,6 +110,7 @@ SCENARIOS=(
   "kserve-text-isolated-1mib|/v2/models/text_isolated/infer|text-1mib.json|\"ECHO\"|4"
   "kserve-embeddings|/v2/models/embedder/infer|kserve.json|EMBEDDING|64"
   "openai-embeddings|/v1/embeddings|openai.json|embedding|64"
+  "kserve-generate-4-streams|/v2/models/llm/infer|generate.json|\"completion_tokens\":32|4"
 )
 RUN=()  # the scenarios BENCH_ONLY selects
 for s in "${SCENARIOS[@]}"; do [[ ${s%%|*} =~ ${BENCH_ONLY:-.} ]] && RUN+=("$s"); done
@@ -115,7 +137,42 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   done
 done
+# first_response SIDE: waits until `cold` unloaded (keep_alive: 0), then times one request
+# (appended to $TMP/cold.txt as "SIDE seconds").
+first_response() {
+  local port="${PORT[$1]}"
+  for _ in $(seq 1 100); do
+    curl -s "127.0.0.1:$port/v2/models/cold" | grep -q '"UNLOADED"' && break
+    sleep 0.1
+  done
+  local took
+  took="$(curl -s -o "$TMP/cold-$1.out" -w '%{time_total}' -H 'Content-Type: application/json' \
+          --data-binary @"$TMP/kserve.json" "127.0.0.1:$port/v2/models/cold/infer")"
+  echo "$1 $took" >>"$TMP/cold.txt"
+  grep -q EMBEDDING "$TMP/cold-$1.out" || { echo "bad answer: $(head -c 200 "$TMP/cold-$1.out")" >&2; exit 1; }
+}
+COLD=()
+if [[ first-response =~ ${BENCH_ONLY:-.} ]]; then
+  for round in $(seq 1 "$LOADS"); do
+    order=(A B)
+    ((round % 2 == 0)) && order=(B A)
+    for side in "${order[@]}"; do first_response "$side"; done
+  done
+fi
 for side in A B; do stop "${PID[$side]}"; done
+if [[ -f "$TMP/cold.txt" ]]; then
+  python3 - "$TMP/cold.txt" <<'PY'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1])]
+a = [float(t) * 1000 for s, t in rows if s == "A"]
+b = [float(t) * 1000 for s, t in rows if s == "B"]
+print("| first response (bert-tiny on demand) | A ms (median) | B ms (median) | B / A per round | median |")
+print("|---|---|---|---|---|")
+ratios = [y / x for x, y in zip(a, b)]
+print(f"| first-response | {statistics.median(a):.0f} | {statistics.median(b):.0f} | "
+      f"{' / '.join(f'{r:.2f}' for r in ratios)} | {statistics.median(ratios):.2f} |")
+PY
+fi
 
 python3 - "$TMP" "$ROUNDS" "$SECS" "$WARMUP" "$(getconf CLK_TCK)" "${RUN[@]}" <<'PY'
 import json, statistics, sys

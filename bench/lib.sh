@@ -5,7 +5,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 THREADS="$(nproc)"
 LOAD="$ROOT/build/bench/loadgen"
 SERVER="$ROOT/.deps/llama-cpu-build/bin/llama-server"
-MMSERVE="$ROOT/build/src/app/mmserve"
+MMSERVE="${MMSERVE:-$ROOT/build/src/app/mmserve}"  # MMSERVE=... runs another build (A/B)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_ok() { for _ in $(seq 1 900); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; return 1; }

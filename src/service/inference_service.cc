@@ -10,9 +10,6 @@ namespace mmserve {
 
 namespace {
 
-// How long a failed on-demand load is not retried: requests meanwhile get its error at once.
-constexpr auto kLoadRetryBackoff = std::chrono::seconds(5);
-
 Status ValidateRequest(const ModelSignature& signature, const InferRequest& request) {
   // Which of the model's inputs the request gives: every input must name one, at most once.
   boost::container::small_vector<bool, 16> given(signature.inputs.size(), false);
@@ -108,8 +105,7 @@ InferenceService::InferenceService(ServerConfig config, const BackendRegistry& b
       jobs_(config.global.jobs, time),
       registry_(config, time),
       lifecycle_(config, backends, guard, registry_, time),
-      changes_(backends, registry_, lifecycle_,
-               [this](std::unique_ptr<InferRequest> r) { Route(nullptr, std::move(r)); }),
+      changes_(backends, registry_, lifecycle_),
       watch_({.stamp = [this] { return WatchStamp(registry_.config()); },
               .interval = [this] { return registry_.watch(); },
               .reload = [this](std::function<void()> done) { ReloadChanged(std::move(done)); }},
@@ -120,9 +116,7 @@ InferenceService::InferenceService(ServerConfig config, const BackendRegistry& b
     const ModelConfig routing = v.begin()->second->config();
     registry_.Publish(name, ServedModel::Make(std::move(v), routing, /*from_api=*/false));
   }
-  lifecycle_.Start({.queue_demand_load = [this](std::shared_ptr<ModelVersion> version) {
-    lifecycle_.Post([this, version] { LoadForWaiting(version); });
-  }});
+  lifecycle_.Start();
   watch_.Start();
 }
 
@@ -196,6 +190,7 @@ void InferenceService::Route(const std::shared_ptr<ModelVersion>& pinned,
   if (!accepting_) return request->done(Unavailable("the server is shutting down"));
   std::shared_ptr<ModelVersion> version;
   std::shared_ptr<LoadedModel> loaded;
+  const int64_t asked = request->model_version;  // 0: the routing's choice
   // Routing and the in-flight count happen under the registry's lock, so a version a reload
   // retires either counts this request (and waits for it) or was never chosen for it.
   Status rejected = registry_.RouteAnd(
@@ -208,7 +203,7 @@ void InferenceService::Route(const std::shared_ptr<ModelVersion>& pinned,
         // The deadline holds from now on, also while the request waits for a load.
         request->deadline = DeadlineFor(*request, routed->levels(),
                                         LevelOf(*request, routed->config().priority));
-        return Admit(routed, request, loaded);
+        return Admit(routed, asked, request, loaded);
       });
   if (!rejected.ok()) return request->done(std::move(rejected));
   if (loaded) SubmitLoaded(std::move(version), std::move(loaded), std::move(request));
@@ -236,13 +231,29 @@ Status InferenceService::WithSession(const ModelRef& ref,
   return f(*loaded->session);
 }
 
-Status InferenceService::Admit(const std::shared_ptr<ModelVersion>& version,
+Status InferenceService::Admit(const std::shared_ptr<ModelVersion>& version, int64_t asked,
                                std::unique_ptr<InferRequest>& request,
                                std::shared_ptr<LoadedModel>& loaded) {
-  ModelVersion::Admission admission = version->Admit(request, time_.Now());
-  if (admission.start_load) lifecycle_.Post([this, version] { LoadForWaiting(version); });
+  ModelVersion::Admission admission =
+      version->Admit(request, time_.Now(), [this, asked] { return ResumeAfterWait(asked); });
+  if (admission.start_load) lifecycle_.QueueDemandLoad(version);
   loaded = std::move(admission.serve);
   return admission.rejected;
+}
+
+ParkedRequest::Resume InferenceService::ResumeAfterWait(int64_t asked) {
+  return [this, asked](std::unique_ptr<InferRequest> request, WaitEnd end) {
+    switch (end.kind) {
+      case WaitEnd::Kind::kServe:
+        return SubmitLoaded(std::move(end.version), std::move(end.loaded), std::move(request));
+      case WaitEnd::Kind::kFail: return request->done(std::move(end.error));
+      case WaitEnd::Kind::kRouteAnew:
+        // Where the routing sends it now, for what the client asked (a retired version it
+        // named is gone: 404 naming what is served).
+        request->model_version = asked;
+        return Route(nullptr, std::move(request));
+    }
+  };
 }
 
 void InferenceService::SubmitLoaded(std::shared_ptr<ModelVersion> version,
@@ -280,28 +291,6 @@ void InferenceService::SubmitLoaded(std::shared_ptr<ModelVersion> version,
     token.reset();  // the service's count: after the answer is out
   };
   (void)loaded->scheduler->Enqueue(std::move(request));  // completes the request itself on error
-}
-
-void InferenceService::LoadForWaiting(const std::shared_ptr<ModelVersion>& version) {
-  const bool ran = version->DemandLoadGoesAhead(accepting_);
-  if (ran) {
-    if (const auto again = lifecycle_.Load(*version, /*give_way=*/true)) {
-      // It waits for room: the loads queued behind it go first; its requests keep waiting.
-      lifecycle_.PostAt(*again, [this, version] { LoadForWaiting(version); });
-      return;
-    }
-  }
-  ModelVersion::Waiters waiters =
-      version->TakeWaitersAfterLoad(ran, time_.Now() + kLoadRetryBackoff);
-  for (auto& r : waiters.requests) {
-    if (waiters.serve) {
-      SubmitLoaded(version, waiters.serve, std::move(r));
-    } else if (!waiters.failed.ok()) {
-      r->done(waiters.failed);
-    } else {
-      Route(nullptr, std::move(r));  // no load ran: where the routing sends it now
-    }
-  }
 }
 
 void InferenceService::ReloadChanged(std::function<void()> done) {
@@ -352,7 +341,10 @@ void InferenceService::Shutdown(std::chrono::milliseconds drain_timeout) {
   watch_.Stop();
   lifecycle_.Stop();
   for (auto& version : registry_.All()) {
-    for (auto& r : version->StopLoadingOnDemand()) r->done(Unavailable("the server is shutting down"));
+    for (auto& parked : version->StopLoadingOnDemand()) {
+      parked.End({.kind = WaitEnd::Kind::kFail,
+                  .error = Unavailable("the server is shutting down")});
+    }
   }
   {
     std::unique_lock lock(drain_mu_);

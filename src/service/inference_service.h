@@ -129,15 +129,15 @@ class InferenceService {
 
   // Counts `request` in flight on a ready `version` (and sets `loaded`), or parks it for a load
   // (taking it), or says why it cannot be served. Called with the registry's lock held.
-  Status Admit(const std::shared_ptr<ModelVersion>& version,
+  // `asked`: the version the client named (0: none), for routing it anew after a wait.
+  Status Admit(const std::shared_ptr<ModelVersion>& version, int64_t asked,
                std::unique_ptr<InferRequest>& request, std::shared_ptr<LoadedModel>& loaded);
+  // Where a parked request goes when its wait ends: served, answered, or routed anew.
+  ParkedRequest::Resume ResumeAfterWait(int64_t asked);
   // Submits a request to a loaded version that already counts it in flight (validation,
   // accounting, the answer's version stamp).
   void SubmitLoaded(std::shared_ptr<ModelVersion> version, std::shared_ptr<LoadedModel> loaded,
                     std::unique_ptr<InferRequest> request);
-  // On the loader thread: the load the requests waiting on `version` started, then those
-  // requests (served, answered with its error, or routed anew).
-  void LoadForWaiting(const std::shared_ptr<ModelVersion>& version);
   // The config watch's: a reload because the watched files changed; `done` once it ended.
   void ReloadChanged(std::function<void()> done);
 

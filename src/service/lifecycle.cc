@@ -118,8 +118,7 @@ Status Lifecycle::CheckPlacement(const ModelConfig& m) const {
 
 // ---- the threads ------------------------------------------------------------------------------
 
-void Lifecycle::Start(Hooks hooks) {
-  hooks_ = std::move(hooks);
+void Lifecycle::Start() {
   loads_.Start();
   reaper_ = std::jthread([this](std::stop_token stop) { ReaperLoop(stop); });
 }
@@ -131,6 +130,7 @@ void Lifecycle::WakeReaper() {
 }
 
 void Lifecycle::Stop() {
+  stopping_.store(true);
   if (reaper_.joinable()) {
     reaper_.request_stop();
     reaper_.join();
@@ -157,11 +157,12 @@ void Lifecycle::Reap(Clock::time_point now) {
   for (auto& version : registry_.All()) {
     version->SampleMinute();  // the status page's last minute, kept by the server
     // Requests waiting for a load are answered at their deadline.
-    for (auto& r : version->TakeExpired(steady_now)) {
-      const auto waited =
-          std::chrono::duration_cast<std::chrono::milliseconds>(steady_now - r->arrival).count();
-      r->done(DeadlineExceeded("request to '" + version->name() + "' expired after " +
-                               std::to_string(waited) + " ms waiting for the model to load"));
+    for (auto& parked : version->TakeExpired(steady_now)) {
+      const int64_t waited = Millis(steady_now - parked.request->arrival);
+      parked.End({.kind = WaitEnd::Kind::kFail,
+                  .error = DeadlineExceeded("request to '" + version->name() + "' expired after " +
+                                            std::to_string(waited) +
+                                            " ms waiting for the model to load")});
     }
     if (version->config().keep_alive) UnloadIfIdle(*version, now);
   }
@@ -183,6 +184,24 @@ void Lifecycle::Reap(Clock::time_point now) {
 }
 
 // ---- loads ----------------------------------------------------------------------------------
+
+void Lifecycle::QueueDemandLoad(std::shared_ptr<ModelVersion> version) {
+  Post([this, version = std::move(version)] { LoadForWaiting(version); });
+}
+
+void Lifecycle::LoadForWaiting(const std::shared_ptr<ModelVersion>& version) {
+  const bool ran = version->DemandLoadGoesAhead(!stopping_.load());
+  if (ran) {
+    if (const auto again = Load(*version, /*give_way=*/true)) {
+      // It waits for room: the loads queued behind it go first; its requests keep waiting.
+      PostAt(*again, [this, version] { LoadForWaiting(version); });
+      return;
+    }
+  }
+  ModelVersion::Waiters waiters =
+      version->TakeWaitersAfterLoad(ran, time_.Now() + kLoadRetryBackoff);
+  for (auto& parked : waiters.requests) parked.End(waiters.end);
+}
 
 std::optional<Clock::time_point> Lifecycle::Load(ModelVersion& version, bool give_way) {
   const ModelConfig& m = version.config();
@@ -290,7 +309,7 @@ void Lifecycle::FinishUnload(ModelVersion& version, std::shared_ptr<LoadedModel>
     std::erase(load_order_, &version);
   }
   spdlog::info("model {}: unloaded version {}", version.name(), version.version());
-  if (waiting && hooks_.queue_demand_load) hooks_.queue_demand_load(version.shared_from_this());
+  if (waiting) QueueDemandLoad(version.shared_from_this());
 }
 
 void Lifecycle::Unload(ModelVersion& version, VersionState to) {

@@ -54,13 +54,8 @@ struct DomainUsage {
 
 class Lifecycle {
  public:
-  struct Hooks {
-    // A version's requests wait for a load that should be queued now (after an idle unload
-    // that requests arrived during). Called without locks held.
-    // The requests belong to the request path, which serves them, answers them or routes them
-    // anew once the load is done (InferenceService::LoadForWaiting).
-    std::function<void(std::shared_ptr<ModelVersion>)> queue_demand_load;
-  };
+  // How long a failed on-demand load is not retried: requests meanwhile get its error at once.
+  static constexpr auto kLoadRetryBackoff = std::chrono::seconds(5);
 
   // Budgets and priority gates for the domains of `config`'s models. `backends`, `guard` and
   // `registry` are not owned and must outlive the lifecycle.
@@ -72,7 +67,7 @@ class Lifecycle {
   // A device or memory domain the server did not lock or budget at start: what is wrong.
   Status CheckPlacement(const ModelConfig& config) const;
 
-  void Start(Hooks hooks);  // starts the loader and reaper threads
+  void Start();  // starts the loader and reaper threads
   // Runs `task` on the loader thread, after those posted before it.
   void Post(std::function<void()> task) { loads_.Post(std::move(task)); }
   // The same, not before `when` (steady clock): tasks posted after it may run first.
@@ -81,6 +76,13 @@ class Lifecycle {
   }
   // Stops both threads; tasks still queued run then (each answers "shutting down").
   void Stop();
+
+  // Queues the load that the requests parked on `version` wait for (it is kLoadingOnDemand:
+  // ModelVersion::Admit said start_load, or an unload or a drain left requests waiting). On the
+  // loader thread it loads, giving way to the loads behind it while it waits for room, then
+  // ends the requests' waits: served, answered with its error, or — when it was called off
+  // (retired, stopping) — routed anew.
+  void QueueDemandLoad(std::shared_ptr<ModelVersion> version);
 
   // Loads `version` from kUnloaded, kOnDemand, kFailed or kHeld (kLoading), or the load its
   // requests queued (kLoadingOnDemand); it ends kReady or kFailed. With `give_way` (a load its
@@ -153,6 +155,7 @@ class Lifecycle {
   // state's own).
   void FinishUnload(ModelVersion& version, std::shared_ptr<LoadedModel> loaded,
                     std::string reason, std::string_view kind = {});
+  void LoadForWaiting(const std::shared_ptr<ModelVersion>& version);
   void ReaperLoop(std::stop_token stop);
   void Reap(Clock::time_point now);
 
@@ -175,7 +178,7 @@ class Lifecycle {
   Mutex order_mu_;
   std::vector<ModelVersion*> load_order_ GUARDED_BY(order_mu_);  // unloaded back to front
 
-  Hooks hooks_;  // set by Start
+  std::atomic<bool> stopping_{false};  // Stop() began: queued demand loads are called off
   Mutex mu_;
   std::condition_variable_any reaper_cv_;
   bool wake_reaper_ GUARDED_BY(mu_) = false;

@@ -176,7 +176,7 @@ Lifecycle::DrainResult Lifecycle::Drain(ModelVersion& victim, Clock::time_point 
 void Lifecycle::Undrain(ModelVersion& victim) {
   const bool held_back = victim.EndDrain();
   // The requests it held back go through the routing again (LoadForWaiting on a ready version).
-  if (held_back && hooks_.queue_demand_load) hooks_.queue_demand_load(victim.shared_from_this());
+  if (held_back) QueueDemandLoad(victim.shared_from_this());
 }
 
 }  // namespace mmserve

@@ -140,15 +140,10 @@ void ModelVersion::TransitionLocked(VersionState to, std::string why, std::strin
   last_event_ = std::move(event);
 }
 
-ModelVersion::Admission ModelVersion::Admit(std::unique_ptr<InferRequest>& request,
-                                            Clock::time_point now) {
-  MutexLock lock(mu_);
+ModelVersion::Admission ModelVersion::AdmitLocked(Clock::time_point now) {
   const std::string& name = config_.name;
   CountRequestLocked(now);
-  const auto park = [&]() REQUIRES(mu_) {
-    waiting_.push_back(std::move(request));
-    return Admission{};
-  };
+  const auto park = [] { return Admission{.parked = true}; };
   switch (state_) {
     case VersionState::kReady:
       ++in_flight_;  // before the lock goes: an idle unload must see it
@@ -192,7 +187,7 @@ ModelVersion::Admission ModelVersion::Admit(std::unique_ptr<InferRequest>& reque
                                   (reason_.empty() ? "" : ": " + reason_))};
 }
 
-std::vector<std::unique_ptr<InferRequest>> ModelVersion::TakeWaiting() {
+std::vector<ParkedRequest> ModelVersion::TakeWaiting() {
   MutexLock lock(mu_);
   return std::exchange(waiting_, {});
 }
@@ -201,10 +196,11 @@ ModelVersion::Waiters ModelVersion::TakeWaitersAfterLoad(bool ran, Clock::time_p
   MutexLock lock(mu_);
   Waiters w{.requests = std::exchange(waiting_, {})};
   if (ran && state_ == VersionState::kReady) {
-    w.serve = loaded_;
+    w.end = {.kind = WaitEnd::Kind::kServe, .version = shared_from_this(), .loaded = loaded_};
     in_flight_ += static_cast<int64_t>(w.requests.size());
   } else if (ran && state_ == VersionState::kFailed) {
-    w.failed = Unavailable("model '" + name() + "' failed to load: " + reason_);
+    w.end = {.kind = WaitEnd::Kind::kFail,
+             .error = Unavailable("model '" + name() + "' failed to load: " + reason_)};
     retry_at_ = retry;
     TransitionLocked(VersionState::kBackingOff, reason_);
   }
@@ -261,7 +257,7 @@ std::optional<Clock::time_point> ModelVersion::LatestWaitingDeadline() const {
   MutexLock lock(mu_);
   if (waiting_.empty()) return std::nullopt;
   Clock::time_point latest = Clock::time_point::min();
-  for (const auto& r : waiting_) latest = std::max(latest, r->deadline);
+  for (const auto& p : waiting_) latest = std::max(latest, p.request->deadline);
   return latest;
 }
 
@@ -283,12 +279,11 @@ std::shared_ptr<LoadedModel> ModelVersion::Borrow(Clock::time_point now) {
   return loaded_;
 }
 
-std::vector<std::unique_ptr<InferRequest>> ModelVersion::TakeExpired(
-    Clock::time_point steady_now) {
+std::vector<ParkedRequest> ModelVersion::TakeExpired(Clock::time_point steady_now) {
   MutexLock lock(mu_);
-  std::vector<std::unique_ptr<InferRequest>> expired;
+  std::vector<ParkedRequest> expired;
   for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if ((*it)->deadline <= steady_now) {
+    if (it->request->deadline <= steady_now) {
       expired.push_back(std::move(*it));
       it = waiting_.erase(it);
     } else {
@@ -298,7 +293,7 @@ std::vector<std::unique_ptr<InferRequest>> ModelVersion::TakeExpired(
   return expired;
 }
 
-std::vector<std::unique_ptr<InferRequest>> ModelVersion::StopLoadingOnDemand() {
+std::vector<ParkedRequest> ModelVersion::StopLoadingOnDemand() {
   // One section: no request parks between the take and the end of loading on request.
   MutexLock lock(mu_);
   if (state_ == VersionState::kOnDemand || state_ == VersionState::kLoadingOnDemand ||

@@ -29,6 +29,7 @@
 
 #include <array>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -123,6 +124,25 @@ struct ModelDescription {
   const ModelConfig& config() const;
 };
 
+// How a request's wait for its version's load ended.
+struct WaitEnd {
+  enum class Kind { kRouteAnew, kServe, kFail };
+  Kind kind = Kind::kRouteAnew;  // no load ran for it: where the routing sends it now
+  std::shared_ptr<ModelVersion> version;  // kServe: serve it on this version ...
+  std::shared_ptr<LoadedModel> loaded;    // ... there (counted in flight)
+  Status error;                           // kFail: answer it this
+};
+
+// A request parked on a version until a load, with the request path's continuation: where it
+// goes when its wait ends. The version and the lifecycle end waits and never call up into the
+// service that parked it (as a request's `done` carries its answer back).
+struct ParkedRequest {
+  using Resume = std::function<void(std::unique_ptr<InferRequest>, WaitEnd)>;
+  std::unique_ptr<InferRequest> request;
+  Resume resume;
+  void End(WaitEnd end) { resume(std::move(request), std::move(end)); }
+};
+
 class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
  public:
   // `domain`: the memory its device draws from; `events` (may be null) hears its changes.
@@ -139,26 +159,33 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   // What Admit decided for one request.
   struct Admission {
     std::shared_ptr<LoadedModel> serve;  // serve it there now: counted in flight
-    // Parked in `waiting`, and the first to ask: the caller queues the load (LoadForWaiting).
-    bool start_load = false;
-    Status rejected;  // answer it this; OK when it is served or parked
+    bool parked = false;      // it waits for a load (Admit took it)
+    bool start_load = false;  // ... and was the first to: the caller queues the load
+    Status rejected;          // answer it this; OK when it is served or parked
   };
-  // Decides, under its lock, what becomes of `request` arriving at `now`: a ready version serves it;
-  // one that loads on demand (or after its back-off) parks it until the load — single flight,
-  // the first request starts it; every other state rejects it with the reason. Takes `request`
-  // only when it parks it; counts it toward the request rate either way.
-  Admission Admit(std::unique_ptr<InferRequest>& request, Clock::time_point now);
+  // Decides, under its lock, what becomes of `request` arriving at `now`: a ready version
+  // serves it; one that loads on demand (or after its back-off) parks it until the load —
+  // single flight, the first request starts it; every other state rejects it with the reason.
+  // Takes `request` only when it parks it, with `make_resume()` (a ParkedRequest::Resume,
+  // made only then); counts it toward the request rate either way.
+  template <typename MakeResume>
+  Admission Admit(std::unique_ptr<InferRequest>& request, Clock::time_point now,
+                  MakeResume&& make_resume) {
+    MutexLock lock(mu_);
+    Admission a = AdmitLocked(now);
+    if (a.parked) waiting_.push_back({std::move(request), make_resume()});
+    return a;
+  }
 
-  // The requests waiting for a load, taken to be answered or routed anew.
-  std::vector<std::unique_ptr<InferRequest>> TakeWaiting();
-  // After the load its requests started (LoadForWaiting; `ran`: false when it was called off):
-  // the requests that waited for it and what becomes of them — served by the load, answered
-  // with its error (the back-off starts: a request after `retry_at` tries again), or, when no
-  // load ran, routed anew (neither `serve` nor `failed` set).
+  // The requests waiting for a load, taken to end their waits (routed anew or answered).
+  std::vector<ParkedRequest> TakeWaiting();
+  // After the load its requests started (Lifecycle::QueueDemandLoad; `ran`: false when it was
+  // called off): the requests that waited for it and how their waits end — served by the load
+  // (counted in flight, each), answered with its error (the back-off starts: a request after
+  // `retry_at` tries again), or, when no load ran, routed anew.
   struct Waiters {
-    std::vector<std::unique_ptr<InferRequest>> requests;
-    std::shared_ptr<LoadedModel> serve;  // counted in flight, each
-    Status failed;
+    std::vector<ParkedRequest> requests;
+    WaitEnd end;
   };
   Waiters TakeWaitersAfterLoad(bool ran, Clock::time_point retry_at);
   // Whether the load its requests started goes ahead now: it is still queued, the version is
@@ -223,10 +250,10 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   // in flight like a served request (Release it); null when not loaded (kReady or kDraining).
   std::shared_ptr<LoadedModel> Borrow(Clock::time_point now);
   // The requests waiting for a load past their deadline (`steady_now`), taken to be answered.
-  std::vector<std::unique_ptr<InferRequest>> TakeExpired(Clock::time_point steady_now);
+  std::vector<ParkedRequest> TakeExpired(Clock::time_point steady_now);
   // Shutdown: nothing loads on request any more (to kUnloaded); the requests waiting for a
   // load, taken to be answered.
-  std::vector<std::unique_ptr<InferRequest>> StopLoadingOnDemand();
+  std::vector<ParkedRequest> StopLoadingOnDemand();
   // The registry stops routing to it: it unloads once idle, or at `by` at the latest.
   void Retire(Clock::time_point by);
   void MarkUsed(Clock::time_point now);  // its keep-alive counts from `now`
@@ -278,6 +305,7 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   bool FinishUnload(std::string reason, std::string_view kind = {});
 
  private:
+  Admission AdmitLocked(Clock::time_point now) REQUIRES(mu_);
   // Moves to `to` with `reason` (why it is not ready; empty when it is), and records the change
   // as an event — of `kind`, else the one the new state implies ("loaded", "unloaded", ...).
   // Asserts the edge is legal.
@@ -300,7 +328,7 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
   ModelSignature signature_ GUARDED_BY(mu_);             // kept from its last load
   // Requests waiting for a load: in kLoadingOnDemand, kDraining, kUnloading to kOnDemand (and
   // kFailed until TakeWaitersAfterLoad answers them).
-  std::vector<std::unique_ptr<InferRequest>> waiting_ GUARDED_BY(mu_);
+  std::vector<ParkedRequest> waiting_ GUARDED_BY(mu_);
   int64_t in_flight_ GUARDED_BY(mu_) = 0;
   // Notified when in_flight_ falls to 0 and at every state change: a drain waits on it.
   mutable std::condition_variable_any changed_;

@@ -8,11 +8,8 @@
 namespace mmserve {
 
 ServedSetChanges::ServedSetChanges(const BackendRegistry& backends, ModelRegistry& registry,
-                                   Lifecycle& lifecycle, Resubmit resubmit)
-    : backends_(backends),
-      registry_(registry),
-      lifecycle_(lifecycle),
-      resubmit_(std::move(resubmit)) {}
+                                   Lifecycle& lifecycle)
+    : backends_(backends), registry_(registry), lifecycle_(lifecycle) {}
 
 Result<ReloadReport> ServedSetChanges::Reload() {
   const ServerConfig current = registry_.config();
@@ -25,13 +22,10 @@ Result<ReloadReport> ServedSetChanges::Reload() {
 void ServedSetChanges::Publish(const std::string& name, std::shared_ptr<const ServedModel> model) {
   // Requests parked on a retired version waiting for its load go where the routing sends them.
   for (const auto& version : registry_.Publish(name, std::move(model))) {
-    std::vector<std::unique_ptr<InferRequest>> waiting = version->TakeWaiting();
+    std::vector<ParkedRequest> waiting = version->TakeWaiting();
     spdlog::info("model {}: retired; unloads when its {} requests in flight are done",
                  version->VersionName(), version->view().in_flight);
-    for (auto& r : waiting) {
-      r->model_version = 0;
-      resubmit_(std::move(r));
-    }
+    for (auto& parked : waiting) parked.End({});  // routed anew
   }
   lifecycle_.WakeReaper();  // a retired version with nothing in flight goes at once
 }
@@ -142,8 +136,10 @@ Result<ReloadReport> ServedSetChanges::UnloadModel(const std::string& name) {
   if (!model) return NotFound("unknown model '" + name + "'");
   ReloadReport report;
   for (const auto& [v, version] : model->versions) {
-    for (auto& r : version->TakeWaiting()) {
-      r->done(Unavailable("model '" + name + "' was unloaded through the repository API"));
+    for (auto& parked : version->TakeWaiting()) {
+      parked.End({.kind = WaitEnd::Kind::kFail,
+                  .error = Unavailable("model '" + name +
+                                       "' was unloaded through the repository API")});
     }
     lifecycle_.Unload(*version, VersionState::kHeld);
     report.retired.push_back(version->VersionName());

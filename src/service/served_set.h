@@ -21,11 +21,8 @@ namespace mmserve {
 
 class ServedSetChanges {
  public:
-  // Routes a request again (one parked on a version that retired).
-  using Resubmit = std::function<void(std::unique_ptr<InferRequest>)>;
   // Not owned; outlive this.
-  ServedSetChanges(const BackendRegistry& backends, ModelRegistry& registry, Lifecycle& lifecycle,
-                   Resubmit resubmit);
+  ServedSetChanges(const BackendRegistry& backends, ModelRegistry& registry, Lifecycle& lifecycle);
 
   // Re-reads the YAML file: an invalid file changes nothing and its errors are the outcome;
   // otherwise Apply. Models added by LoadModel that the file does not name are kept.
@@ -45,7 +42,6 @@ class ServedSetChanges {
   const BackendRegistry& backends_;
   ModelRegistry& registry_;
   Lifecycle& lifecycle_;
-  const Resubmit resubmit_;
 };
 
 }  // namespace mmserve

@@ -24,6 +24,18 @@ std::shared_ptr<LoadedModel> LoadedIdentity(const ModelConfig& config) {
   return loaded;
 }
 
+// The request path's side: how each parked request's wait ended.
+std::vector<WaitEnd::Kind> ended;
+ModelVersion::Admission Admit(ModelVersion& version, std::unique_ptr<InferRequest>& request,
+                              Clock::time_point now) {
+  return version.Admit(request, now, [] {
+    return [](std::unique_ptr<InferRequest> r, WaitEnd end) {
+      EXPECT_TRUE(r) << "the request comes back with its wait's end";
+      ended.push_back(end.kind);
+    };
+  });
+}
+
 // The lifecycle's load, from the version's side.
 void LoadIdentity(ModelVersion& version) {
   version.BeginLoad();
@@ -128,12 +140,12 @@ TEST(ModelVersionTest, AdmitServesParksOrRejectsByState) {
   auto request = [] { return std::make_unique<InferRequest>(); };
 
   auto first = request();
-  ModelVersion::Admission a = version.Admit(first, now);
+  ModelVersion::Admission a = Admit(version, first, now);
   EXPECT_TRUE(a.start_load) << "the first request starts the load";
   EXPECT_TRUE(a.rejected.ok());
   EXPECT_FALSE(first) << "parked: the version holds it";
   auto second = request();
-  a = version.Admit(second, now);
+  a = Admit(version, second, now);
   EXPECT_FALSE(a.start_load) << "single flight: the second waits for the same load";
   EXPECT_FALSE(second);
 
@@ -144,19 +156,22 @@ TEST(ModelVersionTest, AdmitServesParksOrRejectsByState) {
   EXPECT_FALSE(version.DemandLoadGoesAhead(true)) << "not queued any more";
   ModelVersion::Waiters waiters = version.TakeWaitersAfterLoad(true, now + 10s);
   EXPECT_EQ(waiters.requests.size(), 2u);
-  EXPECT_FALSE(waiters.serve);
-  EXPECT_EQ(waiters.failed.message(), "model 'm' failed to load: no such file");
+  EXPECT_EQ(waiters.end.kind, WaitEnd::Kind::kFail);
+  EXPECT_EQ(waiters.end.error.message(), "model 'm' failed to load: no such file");
+  ended.clear();
+  for (auto& parked : waiters.requests) parked.End(waiters.end);
+  EXPECT_EQ(ended, std::vector<WaitEnd::Kind>(2, WaitEnd::Kind::kFail));
   EXPECT_EQ(version.view().state, S::kBackingOff);
   EXPECT_EQ(version.view().reason, "no such file");
 
   auto during = request();
-  a = version.Admit(during, now + 4s);
+  a = Admit(version, during, now + 4s);
   EXPECT_EQ(a.rejected.code(), StatusCode::kUnavailable);
   EXPECT_NE(a.rejected.message().find("the next load is tried in 6000 ms"), std::string::npos)
       << a.rejected.message();
   EXPECT_TRUE(during) << "rejected: the caller keeps it to answer";
   auto after = request();
-  a = version.Admit(after, now + 10s);
+  a = Admit(version, after, now + 10s);
   EXPECT_TRUE(a.start_load) << "past the back-off the next request tries again";
 
   // Retired while its load was queued: called off, and its requests are routed anew.
@@ -164,8 +179,8 @@ TEST(ModelVersionTest, AdmitServesParksOrRejectsByState) {
   EXPECT_FALSE(version.DemandLoadGoesAhead(true));
   waiters = version.TakeWaitersAfterLoad(false, now);
   EXPECT_EQ(waiters.requests.size(), 1u);
-  EXPECT_FALSE(waiters.serve);
-  EXPECT_TRUE(waiters.failed.ok());
+  EXPECT_EQ(waiters.end.kind, WaitEnd::Kind::kRouteAnew);
+  EXPECT_TRUE(waiters.end.error.ok());
   EXPECT_EQ(version.view().state, S::kOnDemand);
   EXPECT_FALSE(version.BeginUnload(S::kHeld)) << "nothing loaded to free";
   EXPECT_EQ(version.view().state, S::kHeld);
@@ -177,15 +192,15 @@ TEST(ModelVersionTest, AHeldOrLoadingVersionRejectsWithItsReason) {
   ModelVersion version(config, "host");
   auto r = std::make_unique<InferRequest>();
   version.BeginLoad();
-  ModelVersion::Admission a = version.Admit(r, Clock::now());
+  ModelVersion::Admission a = Admit(version, r, Clock::now());
   EXPECT_EQ(a.rejected.message(), "model 'm' is LOADING");
   EXPECT_FALSE(a.serve);
   version.FailLoad(InvalidArgument("bad file"));
-  a = version.Admit(r, Clock::now());
+  a = Admit(version, r, Clock::now());
   EXPECT_EQ(a.rejected.message(), "model 'm' is UNAVAILABLE: bad file")
       << "a load someone told failed: no retry on request";
   EXPECT_FALSE(version.BeginUnload(S::kHeld));
-  a = version.Admit(r, Clock::now());
+  a = Admit(version, r, Clock::now());
   EXPECT_NE(a.rejected.message().find("unloaded through the repository API"), std::string::npos);
   EXPECT_TRUE(r);
 }
@@ -199,7 +214,7 @@ TEST(ModelVersionTest, ADrainingVersionParksNewRequestsForItsNextLoad) {
   LoadIdentity(version);
   EXPECT_EQ(version.BeginDrain("making room for big v1"), 0) << "nothing in flight";
   auto r = std::make_unique<InferRequest>();
-  ModelVersion::Admission a = version.Admit(r, Clock::now());
+  ModelVersion::Admission a = Admit(version, r, Clock::now());
   EXPECT_TRUE(a.rejected.ok());
   EXPECT_FALSE(a.serve);
   EXPECT_FALSE(a.start_load) << "no load of its own: the eviction's unload brings one";
@@ -215,7 +230,8 @@ TEST(ModelVersionTest, UnloadsTakeWhatItHoldsOnlyWhenTheyMay) {
   ModelConfig config;
   config.name = "m";
   config.keep_alive = 10s;
-  ModelVersion version(config, "host");
+  const auto shared = std::make_shared<ModelVersion>(config, "host");
+  ModelVersion& version = *shared;
   LoadIdentity(version);
   const auto now = Clock::now();
   version.MarkUsed(now);
@@ -232,14 +248,22 @@ TEST(ModelVersionTest, UnloadsTakeWhatItHoldsOnlyWhenTheyMay) {
   EXPECT_EQ(version.view().unloading_to, S::kOnDemand);
 
   auto r = std::make_unique<InferRequest>();
-  ModelVersion::Admission a = version.Admit(r, now + 10s);
+  ModelVersion::Admission a = Admit(version, r, now + 10s);
   EXPECT_TRUE(a.rejected.ok());
   EXPECT_FALSE(a.start_load) << "the unload's end queues the load";
   taken.reset();
   EXPECT_TRUE(version.FinishUnload("unloaded after idling"))
       << "a request waits: the caller queues its load";
   EXPECT_EQ(version.view().state, S::kLoadingOnDemand);
-  EXPECT_EQ(version.TakeWaiting().size(), 1u);
+  EXPECT_TRUE(version.DemandLoadGoesAhead(true));
+  version.BeginLoad();
+  version.FinishLoad(LoadedIdentity(config), {.now = now + 10s});
+  ModelVersion::Waiters waiters = version.TakeWaitersAfterLoad(true, now);
+  ASSERT_EQ(waiters.requests.size(), 1u);
+  EXPECT_EQ(waiters.end.kind, WaitEnd::Kind::kServe);
+  EXPECT_EQ(waiters.end.version, shared);
+  EXPECT_EQ(waiters.end.loaded, version.Current());
+  EXPECT_EQ(version.view().in_flight, 1) << "counted before the lock went";
 
   // An eviction counts; the repository API re-aims an unload under way at kHeld.
   ModelVersion other(config, "host");
@@ -267,7 +291,7 @@ TEST(ModelVersionTest, ADrainEndsWhenTheLastRequestIsReleasedOrIsGivenUp) {
   EXPECT_EQ(version.BeginDrain("making room for big v1"), 1);
   EXPECT_EQ(version.WaitDrained(Clock::now()), ModelVersion::DrainEnd::kTimedOut);
   auto r = std::make_unique<InferRequest>();
-  EXPECT_TRUE(version.Admit(r, now).rejected.ok());
+  EXPECT_TRUE(Admit(version, r, now).rejected.ok());
   EXPECT_FALSE(r) << "parked for its next load";
   version.Release(now);
   EXPECT_EQ(version.WaitDrained(Clock::now()), ModelVersion::DrainEnd::kDrained);

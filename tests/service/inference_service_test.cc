@@ -700,7 +700,8 @@ TEST_F(ReloadTest, AVersionSwapUnderContinuousTrafficFailsNothing) {
 }
 
 // A request parked on a version that a reload retires goes through the routing again, not
-// through the front door a second time: one access line, answered by the new version.
+// through the front door a second time: one access line, answered by the new version — or,
+// when it named the retired version, the 404 a request arriving now would get.
 TEST_F(ReloadTest, ARequestRoutedAnewAfterARetirementIsLoggedOnce) {
   std::ostringstream access;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(access);
@@ -726,11 +727,17 @@ TEST_F(ReloadTest, ARequestRoutedAnewAfterARetirementIsLoggedOnce) {
   auto r = Ints("m", {7});
   r->id = "parked-once";
   auto answer = Submit(*service, std::move(r));
+  auto named = Ints("m", {8});  // asks for version 1 by name: it is gone after the reload
+  named->model_version = 1;
+  auto named_answer = Submit(*service, std::move(named));
   const Result<ReloadReport> report = reloaded.get_future().get();
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   const Result<InferResponse> result = answer.get();
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   EXPECT_EQ(result->model_version, 2);
+  const Result<InferResponse> named_result = named_answer.get();
+  EXPECT_EQ(named_result.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(named_result.status().message(), HasSubstr("has no version 1 (it serves 2)"));
   bool parked_on_v1 = false;
   for (const Event& e : service->events().Since(0)) {
     parked_on_v1 |= e.model == "m" && e.version == 1 && e.kind == "loading";

@@ -76,15 +76,10 @@ Lifecycle::Lifecycle(const ServerConfig& config, const BackendRegistry& backends
       guard_(guard),
       registry_(registry),
       time_(time),
-      global_(config.global) {
+      global_(config.global),
+      residency_(config, backends, registry, time, *events_) {
   for (const auto& m : config.models) {
-    // Budgets only: the estimates are taken at each load (preflight took them before start).
-    // A device whose capacity its runtime cannot tell yet (AscendCL before aclInit) gets its
-    // budget at its first load, with the runtime up.
     const DeviceMemory memory = MemoryOf(m, backends_);
-    budgets_[memory.domain] = memory.total > 0 || global_.memory_pool_mb > 0
-                                  ? BudgetFor(memory, global_)
-                                  : kBudgetUnknown;
     if (!gates_.count(memory.domain)) {
       gates_[memory.domain] = std::make_unique<PriorityGate>(global_.priority_linger);
     }
@@ -108,7 +103,7 @@ Status Lifecycle::CheckPlacement(const ModelConfig& m) const {
                               "the server to serve models on it");
   }
   const std::string domain = MemoryOf(m, backends_).domain;
-  if (!budgets_.count(domain)) {
+  if (!residency_.HasBudget(domain)) {
     return FailedPrecondition("model '" + m.name + "': memory domain " + domain +
                               " has no budget (no model used it at start); restart the server "
                               "to serve models on it");
@@ -296,6 +291,44 @@ Status Lifecycle::LoadAll(const VersionMap& versions, bool startup_only) {
   return Status::Ok();
 }
 
+Status Lifecycle::MakeRoom(const ModelVersion& loading, int64_t bytes,
+                           std::optional<GiveWay>* give_way) {
+  using Kind = Residency::Step::Kind;
+  while (true) {
+    Residency::Step step = residency_.NextStep(loading, bytes, give_way != nullptr);
+    switch (step.kind) {
+      case Kind::kFits: return Status::Ok();
+      case Kind::kRefuse: return step.refused;
+      case Kind::kGiveWay:
+        *give_way = GiveWay{.until = step.until, .why = std::move(step.why)};
+        return Status::Ok();
+      case Kind::kEvict:
+        spdlog::info("model {}: {}", step.victim->VersionName(), step.why);
+        Evict(*step.victim, step.why + "; loads on its next request");
+        break;
+      case Kind::kDrain: {
+        const Residency::DrainResult drained =
+            residency_.Drain(*step.victim, step.eligible, step.until, loading.VersionName());
+        if (drained == Residency::DrainResult::kDrained) {
+          spdlog::info("model {}: {}", step.victim->VersionName(), step.why);
+          if (!Evict(*step.victim, step.why + "; loads on its next request")) {
+            Undrain(*step.victim);
+          }
+        } else if (drained == Residency::DrainResult::kTooLate) {
+          Undrain(*step.victim);
+          return step.refused;
+        }
+        break;
+      }
+    }
+  }
+}
+
+void Lifecycle::Undrain(ModelVersion& victim) {
+  // The requests it held back go through the routing again (LoadForWaiting on a ready version).
+  if (victim.EndDrain()) QueueDemandLoad(victim.shared_from_this());
+}
+
 // ---- unloads --------------------------------------------------------------------------------
 
 void Lifecycle::FinishUnload(ModelVersion& version, std::shared_ptr<LoadedModel> loaded,
@@ -337,24 +370,6 @@ void Lifecycle::UnloadAll() {
     order = load_order_;
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) Unload(**it);
-}
-
-std::vector<DomainUsage> Lifecycle::Domains() const {
-  std::vector<DomainUsage> out;
-  for (const auto& [domain, budget] : budgets_) {
-    const int64_t b = budget.load();
-    out.push_back({.domain = domain, .budget = b == kBudgetUnknown ? 0 : b});
-  }
-  for (const auto& version : registry_.All()) {
-    const int64_t held = version->Footprint();
-    if (held == 0) continue;
-    for (auto& d : out) {
-      if (d.domain != version->domain()) continue;
-      d.used += held;
-      d.holders.push_back({version->VersionName(), held});
-    }
-  }
-  return out;
 }
 
 }  // namespace mmserve

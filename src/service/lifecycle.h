@@ -8,16 +8,9 @@
 //           past their deadline, unloads versions idle past their keep_alive and retired ones
 //           whose requests are done.
 //
-// Budgets: before a version loads, MakeRoom takes back the room other versions reserve for
-// their caches (a generator's prompt cache), then evicts unpinned versions of its domain until
-// the estimate fits — retired first, then lower priority. A load nobody waits for (start-up, the
-// repository API) takes only idle ones, least recently used first. A load requests wait for
-// also takes busy ones, by what losing each costs: idle before busy, then the least reload time
-// x request rate, then least recently used; the one chosen goes once it has been resident for
-// twice its load time, and at least kMinResidency (no thrash). Until then the load gives way:
-// it is posted again for later, and the loads queued behind it run. A busy one is drained — its new
-// requests wait for its next load, those in flight finish — then evicted, all within the
-// waiting requests' deadlines. The load fails with who holds what when nothing more can go.
+// Budgets: before a version loads, MakeRoom does what its Residency (service/residency.h) says
+// until the estimate fits — evict a victim, drain a busy one and evict it, give way (the load
+// is posted again for later and the loads queued behind it run), or fail with who holds what.
 //
 // Thread-safety: every public method may be called from any thread; loads run one at a time
 // (start-up, then the loader thread).
@@ -41,16 +34,9 @@
 #include "scheduler/priority_gate.h"
 #include "service/load_queue.h"
 #include "service/model_registry.h"
+#include "service/residency.h"
 
 namespace mmserve {
-
-// A memory domain's budget and who holds what of it now (the status page's bars).
-struct DomainUsage {
-  std::string domain;  // "host", "cuda:0", "npu:0"
-  int64_t budget = 0;  // 0: not known yet (read at the domain's first load)
-  int64_t used = 0;    // Σ held
-  std::vector<std::pair<std::string, int64_t>> holders;  // "embedder v1", bytes
-};
 
 class Lifecycle {
  public:
@@ -106,18 +92,11 @@ class Lifecycle {
   void WakeReaper();
 
   // Every memory domain of the models served at start, with what its loaded versions hold.
-  std::vector<DomainUsage> Domains() const;
+  std::vector<DomainUsage> Domains() const { return residency_.Domains(); }
   // What happened to the versions this lifecycle made (loads, unloads, breaker trips, ...).
   EventLog& events() const { return *events_; }
 
  private:
-  struct RoomScan;
-  enum class DrainResult { kDrained, kLookAgain, kTooLate };
-  static constexpr auto kMinResidency = std::chrono::seconds(1);
-  static constexpr auto kMaxDrainWait = std::chrono::seconds(60);
-  // How long a load that gave way waits at most before it looks again (a victim may go idle).
-  static constexpr auto kLookAgain = std::chrono::milliseconds(100);
-
   // A load that gave way: when to look again, and what it waits for (the version's reason).
   struct GiveWay {
     Clock::time_point until;
@@ -132,20 +111,6 @@ class Lifecycle {
   // runtime lease) and makes `version` kReady; an error leaves the state to the caller.
   Status FinishLoad(ModelVersion& version, Backend& backend, std::shared_ptr<LoadedModel> loaded,
                     const MemoryEstimate& estimate);
-  // Asks the other loaded versions of `loading`'s domain to give back room their caches
-  // reserve, until `needed` bytes are free or none has more; returns how much they gave.
-  int64_t ShedCaches(const ModelVersion& loading, int64_t needed);
-  // What the other versions of `loading`'s domain hold, and which to free first; `demand`:
-  // requests wait for the load.
-  RoomScan ScanRoom(const ModelVersion& loading, bool demand) const;
-  // The latest deadline of the requests waiting for `loading` (at most kMaxDrainWait away);
-  // none when no request waits.
-  static std::optional<Clock::time_point> WaitingDeadline(const ModelVersion& loading);
-  // Drains `victim` for `for_whom`'s load: kDrained once nothing of it is in flight (it stays
-  // draining until evicted), kLookAgain after waiting a little for it to be `eligible` (or when
-  // it changed state), kTooLate when that or the drain would pass `until`.
-  DrainResult Drain(ModelVersion& victim, Clock::time_point eligible, Clock::time_point until,
-                    const std::string& for_whom);
   // Ends a drain that did not lead to an eviction: the requests it held back are routed again.
   void Undrain(ModelVersion& victim);
   // Evicts an idle `version` (to kOnDemand) with `why`; false if a request arrived meanwhile.
@@ -163,17 +128,13 @@ class Lifecycle {
   RuntimeGuard& guard_;              // not owned
   ModelRegistry& registry_;          // not owned
   const TimeSource& time_;           // not owned: keep-alive is decided by it
-  const GlobalConfig global_;        // as at start: budgets and gates do not change live
-  // Per memory domain; fixed after construction, except that a kBudgetUnknown (a capacity the
-  // runtime could not tell before it was up) is read at the domain's first load (on the
-  // loading thread, one at a time).
-  static constexpr int64_t kBudgetUnknown = -1;
-  std::map<std::string, std::atomic<int64_t>> budgets_;  // read by Domains() on any thread
+  const GlobalConfig global_;        // as at start: gates do not change live
   // Per memory domain (a device's models share its compute too); fixed after construction.
   std::map<std::string, std::unique_ptr<PriorityGate>> gates_;
   std::set<int> devices_;  // device ids locked at start; fixed
   // Shared with every version made here, which may outlive the lifecycle.
   const std::shared_ptr<EventLog> events_ = std::make_shared<EventLog>();
+  Residency residency_;  // after events_, which it records cache sheds in
 
   Mutex order_mu_;
   std::vector<ModelVersion*> load_order_ GUARDED_BY(order_mu_);  // unloaded back to front

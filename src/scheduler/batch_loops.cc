@@ -26,15 +26,11 @@ bool ModelScheduler::WaitForWork(MutexLock& lock, std::stop_token stop,
   const TimeSource& time = *options_.time;
   if (!WaitUntil(time, cv_, lock, stop, Now() + kParkAfter, has_work)) {
     if (stop.stop_requested()) return false;
-    mu_.unlock();
-    instance.Park();
-    mu_.lock();
+    WithLockReleased(lock, [&] { instance.Park(); });
     const auto release = ReleaseAfterPark(instance);
     if (release && !WaitUntil(time, cv_, lock, stop, Now() + *release, has_work)) {
       if (stop.stop_requested()) return false;
-      mu_.unlock();
-      instance.Release();
-      mu_.lock();
+      WithLockReleased(lock, [&] { instance.Release(); });
     }
     WaitUntil(time, cv_, lock, stop, Clock::time_point::max(), has_work);
   }

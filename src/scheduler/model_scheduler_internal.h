@@ -61,6 +61,20 @@ struct ModelScheduler::Running {
   Clock::duration paused_for{0};     // summed; the watchdog adds it to the deadline
 };
 
+// Runs `f` with `lock` let go and takes it back afterwards, also when `f` throws (the lock
+// knows it let go: its destructor does not unlock twice). The analysis cannot see which mutex
+// a MutexLock passed by reference holds, hence the escape; `f` must not touch guarded state.
+template <typename F>
+void WithLockReleased(MutexLock& lock, F&& f) NO_THREAD_SAFETY_ANALYSIS {
+  struct Retake {
+    MutexLock& lock;
+    ~Retake() NO_THREAD_SAFETY_ANALYSIS { lock.lock(); }
+  };
+  lock.unlock();
+  Retake retake{lock};
+  f();
+}
+
 inline ModelScheduler::Running& ModelScheduler::RunningSlot(int w) {
   return running_[static_cast<size_t>(w)];
 }

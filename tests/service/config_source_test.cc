@@ -88,12 +88,13 @@ class WatchedFiles {
     }
     done();
   }
-  // Waits (in real time, bounded) until the watch took at least `n` stamps in all.
+  // Waits (in real time, bounded) until the watch took at least `n` stamps in all, or asked
+  // for at least `n` reloads.
   bool LooksReach(int n) {
-    for (int i = 0; i < 10'000 && looks() < n; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return looks() >= n;
+    return Eventually([&] { return looks() >= n; });
+  }
+  bool ReloadsReach(size_t n) {
+    return Eventually([&] { return reloads() >= n; });
   }
 
  private:
@@ -102,6 +103,14 @@ class WatchedFiles {
   std::optional<std::chrono::milliseconds> interval_ = std::chrono::milliseconds(200);
   int looks_ = 0;
   std::vector<std::function<void()>> dones_;
+
+  template <typename Done>
+  static bool Eventually(Done done) {
+    for (int i = 0; i < 10'000 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return done();
+  }
 };
 
 // The watch looks once per interval on its own thread and asks for one reload at a time; the
@@ -119,7 +128,7 @@ TEST(ConfigWatchTest, OneLookPerIntervalAndOneReloadAtATime) {
   EXPECT_EQ(files.looks(), 1) << "no look before the interval";
   time.Advance(1ms);
   ASSERT_TRUE(files.LooksReach(2));
-  for (int i = 0; i < 10'000 && files.reloads() == 0; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(files.ReloadsReach(1));
   EXPECT_EQ(files.reloads(), 1u);
 
   // While that reload runs the watch does not look, however the files change.
@@ -137,7 +146,7 @@ TEST(ConfigWatchTest, OneLookPerIntervalAndOneReloadAtATime) {
   files.Change("d");
   time.Advance(200ms);
   ASSERT_TRUE(files.LooksReach(5));
-  for (int i = 0; i < 10'000 && files.reloads() == 1; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(files.ReloadsReach(2));
   EXPECT_EQ(files.reloads(), 2u);
   watch.Stop();
   files.EndReload(1);  // a reload that ends after the watch stopped does nothing
@@ -164,7 +173,7 @@ TEST(ConfigWatchTest, OffLooksNotAndOnStartsFromWhatIsThere) {
   files.Change("c");
   time.Advance(100ms);
   ASSERT_TRUE(files.LooksReach(3));
-  for (int i = 0; i < 10'000 && files.reloads() == 0; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(files.ReloadsReach(1));
   EXPECT_EQ(files.reloads(), 1u);
 }
 

@@ -78,13 +78,11 @@ Lifecycle::Lifecycle(const ServerConfig& config, const BackendRegistry& backends
       time_(time),
       global_(config.global),
       residency_(config, backends, registry, time, *events_) {
-  for (const auto& m : config.models) {
-    const DeviceMemory memory = MemoryOf(m, backends_);
-    if (!gates_.count(memory.domain)) {
-      gates_[memory.domain] = std::make_unique<PriorityGate>(global_.priority_linger);
-    }
-    devices_.insert(m.device_id);
+  // The memory domains Residency budgets (each model's device, asked once, there).
+  for (const std::string& domain : residency_.DomainNames()) {
+    gates_[domain] = std::make_unique<PriorityGate>(global_.priority_linger);
   }
+  for (const auto& m : config.models) devices_.insert(m.device_id);
 }
 
 Lifecycle::~Lifecycle() { Stop(); }
@@ -302,18 +300,12 @@ Status Lifecycle::MakeRoom(const ModelVersion& loading, int64_t bytes,
       case Kind::kGiveWay:
         *give_way = GiveWay{.until = step.until, .why = std::move(step.why)};
         return Status::Ok();
-      case Kind::kEvict:
-        spdlog::info("model {}: {}", step.victim->VersionName(), step.why);
-        Evict(*step.victim, step.why + "; loads on its next request");
-        break;
+      case Kind::kEvict: EvictFor(step); break;
       case Kind::kDrain: {
         const Residency::DrainResult drained =
             residency_.Drain(*step.victim, step.eligible, step.until, loading.VersionName());
         if (drained == Residency::DrainResult::kDrained) {
-          spdlog::info("model {}: {}", step.victim->VersionName(), step.why);
-          if (!Evict(*step.victim, step.why + "; loads on its next request")) {
-            Undrain(*step.victim);
-          }
+          if (!EvictFor(step)) Undrain(*step.victim);
         } else if (drained == Residency::DrainResult::kTooLate) {
           Undrain(*step.victim);
           return step.refused;
@@ -322,6 +314,11 @@ Status Lifecycle::MakeRoom(const ModelVersion& loading, int64_t bytes,
       }
     }
   }
+}
+
+bool Lifecycle::EvictFor(const Residency::Step& step) {
+  spdlog::info("model {}: {}", step.victim->VersionName(), step.why);
+  return Evict(*step.victim, step.why + "; loads on its next request");
 }
 
 void Lifecycle::Undrain(ModelVersion& victim) {

@@ -111,6 +111,8 @@ class Lifecycle {
   // runtime lease) and makes `version` kReady; an error leaves the state to the caller.
   Status FinishLoad(ModelVersion& version, Backend& backend, std::shared_ptr<LoadedModel> loaded,
                     const MemoryEstimate& estimate);
+  // Evicts the victim Residency named, for the reason it gave; false as Evict.
+  bool EvictFor(const Residency::Step& step);
   // Ends a drain that did not lead to an eviction: the requests it held back are routed again.
   void Undrain(ModelVersion& victim);
   // Evicts an idle `version` (to kOnDemand) with `why`; false if a request arrived meanwhile.

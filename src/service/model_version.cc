@@ -1,6 +1,7 @@
 #include "service/model_version.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include <cassert>
@@ -145,10 +146,7 @@ ModelVersion::Admission ModelVersion::AdmitLocked(Clock::time_point now) {
   CountRequestLocked(now);
   const auto park = [] { return Admission{.parked = true}; };
   switch (state_) {
-    case VersionState::kReady:
-      ++in_flight_;  // before the lock goes: an idle unload must see it
-      last_used_ = now;
-      return {.serve = loaded_};
+    case VersionState::kReady: return {.serve = UseLocked(now)};
     case VersionState::kHeld:
       return {.rejected = Unavailable(
                   "model '" + VersionName() +
@@ -273,7 +271,10 @@ bool ModelVersion::Release(Clock::time_point now) {
 
 std::shared_ptr<LoadedModel> ModelVersion::Borrow(Clock::time_point now) {
   MutexLock lock(mu_);
-  if (!loaded_) return nullptr;
+  return loaded_ ? UseLocked(now) : nullptr;
+}
+
+std::shared_ptr<LoadedModel> ModelVersion::UseLocked(Clock::time_point now) {
   ++in_flight_;  // before the lock goes: an idle unload must see it
   last_used_ = now;
   return loaded_;
@@ -281,15 +282,15 @@ std::shared_ptr<LoadedModel> ModelVersion::Borrow(Clock::time_point now) {
 
 std::vector<ParkedRequest> ModelVersion::TakeExpired(Clock::time_point steady_now) {
   MutexLock lock(mu_);
-  std::vector<ParkedRequest> expired;
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (it->request->deadline <= steady_now) {
-      expired.push_back(std::move(*it));
-      it = waiting_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  // One pass, whatever the number waiting (erasing each from the middle would be quadratic);
+  // both groups keep their arrival order.
+  const auto first_expired =
+      std::stable_partition(waiting_.begin(), waiting_.end(), [&](const ParkedRequest& p) {
+        return p.request->deadline > steady_now;
+      });
+  std::vector<ParkedRequest> expired(std::make_move_iterator(first_expired),
+                                     std::make_move_iterator(waiting_.end()));
+  waiting_.erase(first_expired, waiting_.end());
   return expired;
 }
 

@@ -306,6 +306,8 @@ class ModelVersion : public std::enable_shared_from_this<ModelVersion> {
 
  private:
   Admission AdmitLocked(Clock::time_point now) REQUIRES(mu_);
+  // Counts one request in flight on the loaded model at `now` and returns that model.
+  std::shared_ptr<LoadedModel> UseLocked(Clock::time_point now) REQUIRES(mu_);
   // Moves to `to` with `reason` (why it is not ready; empty when it is), and records the change
   // as an event — of `kind`, else the one the new state implies ("loaded", "unloaded", ...).
   // Asserts the edge is legal.

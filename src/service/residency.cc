@@ -36,6 +36,12 @@ Residency::Residency(const ServerConfig& config, const BackendRegistry& backends
   }
 }
 
+std::vector<std::string> Residency::DomainNames() const {
+  std::vector<std::string> names;
+  for (const auto& [domain, budget] : budgets_) names.push_back(domain);
+  return names;
+}
+
 int64_t Residency::BudgetOf(const ModelVersion& loading) {
   std::atomic<int64_t>& known = budgets_.at(loading.domain());
   if (known.load() != kBudgetUnknown) return known.load();

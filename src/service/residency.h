@@ -71,6 +71,8 @@ class Residency {
   // Every memory domain of the models served at start, with what its loaded versions hold.
   std::vector<DomainUsage> Domains() const;
   bool HasBudget(const std::string& domain) const { return budgets_.count(domain) > 0; }
+  // The memory domains of the models served at start (fixed).
+  std::vector<std::string> DomainNames() const;
 
  private:
   struct Scan;

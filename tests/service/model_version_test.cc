@@ -301,5 +301,28 @@ TEST(ModelVersionTest, ADrainEndsWhenTheLastRequestIsReleasedOrIsGivenUp) {
   EXPECT_EQ(version.WaitDrained(Clock::now()), ModelVersion::DrainEnd::kChanged);
 }
 
+// The reaper takes the waiters whose deadline passed, in their arrival order, and leaves the
+// others waiting in theirs.
+TEST(ModelVersionTest, TakeExpiredTakesThosePastTheirDeadlineInArrivalOrder) {
+  using namespace std::chrono_literals;
+  ModelConfig config;
+  config.name = "m";
+  config.load = LoadMode::kOnDemand;
+  ModelVersion version(config, "host");
+  const auto now = Clock::now();
+  for (const auto& [id, after] : {std::pair{"a", 1s}, {"b", 3s}, {"c", 2s}, {"d", 4s}}) {
+    auto r = std::make_unique<InferRequest>();
+    r->id = id;
+    r->deadline = now + after;
+    ASSERT_TRUE(Admit(version, r, now).parked);
+  }
+  std::vector<std::string> taken;
+  for (const ParkedRequest& p : version.TakeExpired(now + 2s)) taken.push_back(p.request->id);
+  EXPECT_EQ(taken, (std::vector<std::string>{"a", "c"}));
+  taken.clear();
+  for (const ParkedRequest& p : version.TakeWaiting()) taken.push_back(p.request->id);
+  EXPECT_EQ(taken, (std::vector<std::string>{"b", "d"}));
+}
+
 }  // namespace
 }  // namespace mmserve

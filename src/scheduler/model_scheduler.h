@@ -39,6 +39,11 @@
 // breaker's cool-down, hang reports — it reads from Options::time, and its timed waits go
 // through it too: tests pass a FakeTime and move it instead of sleeping.
 //
+// Parts, each its own class: RequestQueue (request_queue.h), the one finish path (Finisher,
+// finisher.h), the workers — BatchWorker and InlineWorker (batch_worker.h), ContinuousWorker
+// (continuous_worker.h) — and the Watchdog (watchdog.h), over the state they share under one
+// lock (SchedulerState, worker.h).
+//
 // Threads: `thread_num` workers and one watchdog, started by Create() and joined by the
 // destructor (neither in inline mode). Enqueue() is thread-safe and never blocks on a device.
 // A worker is the only thread that touches its instance (except Instance::Abort()).
@@ -47,12 +52,9 @@
 #include <sys/types.h>
 
 #include <array>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
@@ -122,6 +124,12 @@ int LevelOf(const InferRequest& request, int default_level);
 Clock::time_point DeadlineFor(const InferRequest& request,
                               const std::array<LevelPolicy, kMaxPriorityLevel + 1>& levels,
                               int level);
+
+class Finisher;
+class InlineWorker;
+class Watchdog;
+class Worker;
+struct SchedulerState;
 
 class ModelScheduler {
  public:
@@ -193,111 +201,18 @@ class ModelScheduler {
   std::string breaker_reason() const { return breaker_.reason(); }
 
  private:
-  struct Ledger;
-  struct Pending;
-  struct Running;
-  struct Answer;
-  class Yielder;
-
   ModelScheduler(Options options, Session& session);
-  void WorkerLoop(std::stop_token stop, int index);
-  void BatchLoop(std::stop_token stop, int index, std::unique_ptr<Instance> instance);
-  // Whether a worker other than `index` is executing a batch now.
-  bool AnotherBatchExecuting(int index) const REQUIRES(mu_);
-  // Before worker `index` takes a batch: waits up to max_queue_delay for a partial batch to
-  // fill and, with hold_partial_batches, while another worker's batch executes. False when
-  // nothing is left to take (another worker took it) or the scheduler stops. `lock` holds mu_.
-  bool WaitForBatch(MutexLock& lock, std::stop_token stop, int index) REQUIRES(mu_);
-  void ContinuousLoop(std::stop_token stop, int index, std::unique_ptr<Instance> instance);
-  void WatchdogLoop(std::stop_token stop);
-  // The watchdog's parts, under mu_: when to wake next; queued requests that expired or were
-  // cancelled, and executing ones past their deadline (answered now, the result discarded);
-  // executions past deadline + margin (reported, breaker tripped, instance aborted).
-  Clock::time_point NextWatch(Clock::time_point now) const REQUIRES(mu_);
-  void CollectDead(Clock::time_point now, std::vector<Answer>& answers) REQUIRES(mu_);
-  void CollectHung(Clock::time_point now, std::vector<Answer>& answers) REQUIRES(mu_);
-  // 504 for a request whose execution ran past its deadline; counted as a timeout.
-  Status Overrun(const Pending& p, Clock::time_point now) const;
-  // Pops up to `n` live requests, highest level first; expired and cancelled ones met on the
-  // way are moved to `dead` with their outcome.
-  std::vector<std::unique_ptr<Pending>> TakeRequests(
-      size_t n, std::vector<std::pair<std::unique_ptr<Pending>, Status>>& dead) REQUIRES(mu_);
-  // Expired (504) or cancelled, else OK: a request at `now`, queued or about to run.
-  Status DeadOutcome(const Pending& p, Clock::time_point now) const;
-  int TierFor(size_t n) const;
-  // The one way a queued request leaves: statistics, breaker, then its callback.
-  // `breaker`: false when another request already told the breaker this outcome (a failure
-  // the requests of one execution call share counts once).
-  void Finish(const Ledger& ledger, InferCallback done, Result<InferResponse> result,
-              bool breaker = true);
-  void Deliver(uint64_t seq, InferCallback done, Result<InferResponse> result);
-  // Statistics of one execution of a batch (its requests, its tier, its compute time).
-  void CountExecution(const Execution& execution, Clock::duration took);
-  // `items` as the batches of at most `max_batch` one call executes (see Instance::ExecuteEach).
-  std::vector<Execution> SplitIntoBatches(BatchView items, size_t max_batch) const;
-  // Answers the requests of one executed call (`batch`, split by `max_batch` into the batches
-  // `statuses` are of) whose callbacks the watchdog left in `dones`.
-  void AnswerCall(const std::vector<std::unique_ptr<Pending>>& batch,
-                  std::vector<InferCallback>& dones, std::vector<BatchItem>& items,
-                  const std::vector<Status>& statuses, size_t max_batch, Clock::time_point end);
-  void OnContinuousDone(int worker, Pending* p, Result<InferResponse> result);
-  // Inline mode: executes `p` (admitted, counted executing) on this thread and finishes it.
-  void ExecuteInline(std::unique_ptr<Pending> p);
-  std::unique_ptr<Instance> Restart(int index, std::unique_ptr<Instance> instance);
-  // Runs options_.warmup executions per tier on `instance` (its own thread).
-  Status Warmup(Instance& instance);
-  // Waits until `has_work` (`lock` holds mu_), parking `instance` once it has waited
-  // kParkAfter, releasing it after its release_after(); false when stopped.
-  template <typename Pred>
-  bool WaitForWork(MutexLock& lock, std::stop_token stop, Instance& instance, Pred has_work)
-      REQUIRES(mu_);
-  // True while the gate says a more important model on the device has work.
-  bool MustGiveWay() const;
-  // Waits while MustGiveWay(): before a worker takes a batch, and (through worker `index`'s
-  // Yielder) at the engine's yield points inside an execution.
-  void GiveWay(int index, std::stop_token stop);
-  Clock::time_point Now() const { return options_.time->Now(); }
-  // Worker `w`'s entries of running_ and active_. The vectors are sized in the constructor and
-  // never resized, so a worker may keep the reference; what it refers to is guarded by mu_.
-  Running& RunningSlot(int w) NO_THREAD_SAFETY_ANALYSIS;
-  std::map<Pending*, std::unique_ptr<Pending>>& ActiveSlot(int w) NO_THREAD_SAFETY_ANALYSIS;
 
   const Options options_;
   Session& session_;  // not owned
   CircuitBreaker breaker_;
-
-  mutable Mutex mu_;
-  std::condition_variable_any cv_;        // workers: work queued, or slots freed
-  std::condition_variable_any watch_cv_;  // watchdog: stop
-  std::array<std::deque<std::unique_ptr<Pending>>, kMaxPriorityLevel + 1> queues_ GUARDED_BY(mu_);
-  int64_t queued_ GUARDED_BY(mu_) = 0;  // the sum of the queues' sizes
-  bool accepting_ GUARDED_BY(mu_) = true;
-  int64_t executing_ GUARDED_BY(mu_) = 0;
-  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
-  Clock::time_point watch_next_ GUARDED_BY(mu_);  // when the watchdog wakes next
-  // How late a batch window's timed wait has been waking (a moving average); the next window's
-  // wait ends that much early, so that it closes when configured.
-  Clock::duration window_lag_ GUARDED_BY(mu_){0};
-  bool watch_kick_ GUARDED_BY(mu_) = false;  // an earlier deadline came; wake now
-  int instances_ready_ GUARDED_BY(mu_) = 0;
-  Status instance_error_ GUARDED_BY(mu_);
-  // One per worker. Sized once in the constructor: a worker keeps a reference to its own.
-  std::vector<Running> running_ GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<Yielder>> yielders_;  // one per worker, set before it starts
-  std::unique_ptr<Instance> inline_instance_;  // inline mode: run by every calling thread
-  // Requests admitted into a continuous instance, per worker.
-  std::vector<std::map<Pending*, std::unique_ptr<Pending>>> active_ GUARDED_BY(mu_);
-
-  mutable Mutex stats_mu_;
-  SchedulerStats stats_ GUARDED_BY(stats_mu_);  // queued/executing/breaker filled on read
-
-  Mutex order_mu_;  // preserve_ordering: responses held until their turn
-  uint64_t next_deliver_ GUARDED_BY(order_mu_) = 0;
-  std::map<uint64_t, std::pair<InferCallback, Result<InferResponse>>> held_ GUARDED_BY(order_mu_);
-
-  // Last: joined before the members above are destroyed.
-  std::jthread watchdog_;
-  std::vector<std::jthread> workers_;
+  // The one finish path, the state the threads share, and the threads (last: stopped and
+  // joined by the destructor before the members above go).
+  std::unique_ptr<Finisher> finisher_;
+  std::unique_ptr<SchedulerState> state_;
+  std::unique_ptr<InlineWorker> inline_;  // inline mode
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<Watchdog> watchdog_;
 };
 
 }  // namespace mmserve

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <optional>
 #include <regex>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

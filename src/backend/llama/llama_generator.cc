@@ -59,15 +59,9 @@ LlamaGenerator::LlamaGenerator(const llama_model* model, LlamaOptions options, L
       cache_(cache),
       context_(std::move(context)),
       templates_(std::move(templates)),
-      slots_(static_cast<size_t>(llama_n_seq_max(context_.get()))) {
+      slots_(static_cast<size_t>(llama_n_seq_max(context_.get()))),
+      reuse_(model, static_cast<int>(slots_.size()), context_, stats_, cache_) {
   context_.hooks().instance = this;
-  cached_.resize(slots_.size());
-  // Reuse needs a cache cut partway by position: not a recurrent or hybrid model's state, not a
-  // sliding window's (cells past the window are gone). Those decode every prompt in full.
-  reuse_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_) &&
-           llama_model_n_swa(model_) == 0;
-  if (!reuse_) spdlog::info("generator: this model's cache cannot be cut partway; every prompt "
-                            "is decoded in full (no reuse across requests)");
   n_batch_ = static_cast<int>(llama_n_batch(context_.get()));
   n_ctx_seq_ = static_cast<int>(llama_n_ctx_seq(context_.get()));
   batch_ = llama_batch_init(n_batch_, 0, 1);
@@ -220,24 +214,26 @@ void LlamaGenerator::Admit(std::unique_ptr<InferRequest> request) {
     response.outputs.emplace_back(generate::kText, DataType::kBytes, Shape{1}, std::move(data));
     return slot.request->done(std::move(response));
   }
-  const int seq = ChooseSlot(slot);
-  slots_[static_cast<size_t>(seq)] = std::move(slot);
+  const SlotReuse::Choice choice = reuse_.Choose(
+      slot.prompt, StringParam(slot.request->parameters, generate::kCacheSalt),
+      BoolParam(slot.request->parameters, generate::kCachePrompt, true),
+      [this](int seq) { return slots_[static_cast<size_t>(seq)].request == nullptr; });
+  slot.prompt_done = choice.reused;
+  slot.reused = choice.reused;
+  slots_[static_cast<size_t>(choice.seq)] = std::move(slot);
   ++active_;
 }
 
 void LlamaGenerator::Finish(int seq, Result<InferResponse> result, bool keep) {
   Slot& slot = slots_[static_cast<size_t>(seq)];
-  Cached& cached = cached_[static_cast<size_t>(seq)];
   if (keep && context_.get()) {
     // What the cells hold: the prompt and the generated tokens decoded after it.
-    cached.tokens = slot.prompt;
-    cached.tokens.insert(cached.tokens.end(), slot.generated.begin(),
-                         slot.generated.begin() + static_cast<ptrdiff_t>(slot.decoded_generated));
+    std::vector<llama_token> tokens = std::move(slot.prompt);
+    tokens.insert(tokens.end(), slot.generated.begin(),
+                  slot.generated.begin() + static_cast<ptrdiff_t>(slot.decoded_generated));
+    reuse_.Keep(seq, std::move(tokens));
   } else {
-    cached.tokens.clear();
-    if (llama_context* context = context_.get()) {  // null: released, and never made again
-      llama_memory_seq_rm(llama_get_memory(context), seq, -1, -1);
-    }
+    reuse_.Forget(seq);
   }
   auto request = std::move(slot.request);
   slot = Slot{};
@@ -267,7 +263,7 @@ void LlamaGenerator::FinishOk(int seq, const std::string& reason) {
       response.parameters[generate::kFinishReason] = std::string("tool_calls");
     }
   }
-  const bool keep = reuse_ && BoolParam(slot.request->parameters, generate::kCachePrompt, true);
+  const bool keep = reuse_.enabled() && BoolParam(slot.request->parameters, generate::kCachePrompt, true);
   Finish(seq, std::move(response), keep);
 }
 

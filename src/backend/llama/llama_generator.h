@@ -29,6 +29,7 @@
 #include "backend/backend.h"
 #include "backend/llama/llama_chat.h"
 #include "backend/llama/llama_encoder.h"
+#include "backend/llama/llama_slots.h"
 #include "backend/llama/prompt_cache.h"
 
 namespace mmserve {
@@ -57,9 +58,9 @@ class LlamaGenerator final : public ContinuousInstance {
   void Park() override { ReleaseComputeThreads(); }
   // Called only while idle(): what the slots' cells hold goes to the host prompt cache first.
   void Release() override {
-    for (int seq = 0; seq < static_cast<int>(cached_.size()); ++seq) SaveState(seq);
+    reuse_.SaveAll();
     if (context_.Release()) stats_.context_releases.fetch_add(1);
-    for (auto& c : cached_) c = Cached{};  // the KV cells went with the context
+    reuse_.ForgetAll();  // the KV cells went with the context
   }
   std::optional<std::chrono::milliseconds> release_after() const override {
     return IdleContextRelease(options_);
@@ -116,30 +117,7 @@ class LlamaGenerator final : public ContinuousInstance {
   std::vector<llama_token_data> allowed_;
   llama_batch batch_;
   std::vector<Slot> slots_;
-  // Per sequence, while its slot is free: the tokens its KV cells hold from the request that
-  // last used it (prompt reuse), who may reuse them, and when it was used.
-  struct Cached {
-    std::vector<llama_token> tokens;
-    std::string salt;
-    uint64_t used = 0;
-  };
-  std::vector<Cached> cached_;
-  uint64_t uses_ = 0;
-  static constexpr size_t kMinSaved = 16;  // fewer cached tokens are not worth a saved state
-  bool reuse_ = false;  // the model's cache can be cut partway (no recurrence, no sliding window)
-  // The free slot for `slot` (its prompt tokenized): the one whose cached tokens share the
-  // longest prefix with the prompt (ties: the least recently used); its cells past that prefix
-  // are removed and slot.prompt_done starts there.
-  // A saved state from the host cache may extend the prompt further than any slot: it is then
-  // restored into the least recently used one. Cells a choice cuts are saved there first, when
-  // the cut loses a quarter of them or host memory holds no state of what the slot keeps.
-  int ChooseSlot(Slot& slot);
-  // Saves what sequence `seq`'s cells hold (cached_[seq]) to the host cache, if there is one
-  // and they hold enough to be worth it.
-  void SaveState(int seq);
-  // Restores `hit` into sequence `seq` and cuts it after `hit.common` tokens; false (the
-  // sequence empty) when llama.cpp refuses the state.
-  bool RestoreState(int seq, const PromptCache::Hit& hit);
+  SlotReuse reuse_;  // which free slot a prompt takes, and what its cells give it
   int active_ = 0;
   int n_batch_;
   int n_ctx_seq_;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Size limits the style guide sets for src/ (run by scripts/test.sh):
-no file over 600 lines, no function over 80 lines.
+no file over 600 lines, no function over 80 lines, and no class whose member functions are
+defined in more than one .cc file (a limit is met along a seam, not by spreading a class).
 
 A function is a "{" whose preceding code (since the last ; { or }) ends a parameter list, at
 namespace or class scope, up to its matching closing brace; lambdas count toward the function they
@@ -114,9 +115,28 @@ def functions(path):
         pending.append(" ")
 
 
+# An out-of-line member definition at namespace scope: "... Class::member(" on a line that
+# starts in column 0.
+MEMBER_DEFINITION = re.compile(r"\b([A-Z]\w*)::~?[A-Za-z_]\w*\s*\(")
+
+
+def classes_defined(path):
+    """The classes whose member functions `path` defines."""
+    found = set()
+    state = {"block": False}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for raw in f:
+            code = strip(raw.rstrip("\n"), state)
+            if not code or code[0] in " \t#}":
+                continue
+            found.update(m.group(1) for m in MEMBER_DEFINITION.finditer(code))
+    return found
+
+
 def main():
     src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "src")
     failures = []
+    files_of = {}  # class -> the .cc files defining its members
     for root, _, files in os.walk(src):
         for name in sorted(files):
             if not name.endswith((".h", ".cc")):
@@ -127,10 +147,16 @@ def main():
                 count = sum(1 for _ in f)
             if count > MAX_FILE_LINES:
                 failures.append(f"src/{rel}: {count} lines (at most {MAX_FILE_LINES})")
+            if name.endswith(".cc"):
+                for cls in classes_defined(path):
+                    files_of.setdefault(cls, []).append(f"src/{rel}")
             for first, length in functions(path):
                 if length > MAX_FUNCTION_LINES:
                     failures.append(f"src/{rel}:{first}: a function of {length} lines "
                                     f"(at most {MAX_FUNCTION_LINES})")
+    for cls, where in sorted(files_of.items()):
+        if len(where) > 1:
+            failures.append(f"class {cls}: members defined in {len(where)} files ({', '.join(where)})")
     for f in failures:
         print(f)
     if failures:

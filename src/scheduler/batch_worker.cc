@@ -56,6 +56,7 @@ void BatchWorker::Loop(std::stop_token stop, std::unique_ptr<Instance> instance)
     Call call = TakeCall(*instance);
     WithLockReleased(lock, [&] { RunCall(call, *instance); });
     if (reported_) {
+      if (stop.stop_requested()) return;  // unloading: no fresh instance to make
       WithLockReleased(lock, [&] {
         if (instance->Abort()) instance = Restart(std::move(instance));
       });

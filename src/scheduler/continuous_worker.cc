@@ -96,6 +96,7 @@ void ContinuousWorker::Loop(std::stop_token stop, std::unique_ptr<Instance> base
     }
     if (reported && instance->Abort()) {
       instance->CancelAll(Unavailable("the instance was aborted by the watchdog"));
+      if (stop.stop_requested()) return;  // unloading: no fresh instance to make
       base = Restart(std::move(base));
       instance = static_cast<ContinuousInstance*>(base.get());
     }

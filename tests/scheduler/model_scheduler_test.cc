@@ -663,6 +663,29 @@ TEST(ModelSchedulerTest, WatchdogAnswersAHungExecutionQuarantinesAndRestarts) {
   EXPECT_EQ(session.instances, 2);
 }
 
+// An unload waits for its workers; a worker whose execution hangs waits for the watchdog to
+// abort it. So the watchdog keeps watching until the workers are joined.
+TEST(ModelSchedulerTest, AnExecutionThatHangsAtUnloadIsStillAbortedAndTheUnloadEnds) {
+  FakeSession session;
+  testing::FakeTime time;
+  auto opts = Opts(1, time);
+  opts.watchdog_margin = 50ms;
+  SchedulerStats final_stats;
+  opts.on_retired = [&final_stats](const SchedulerStats& s) { final_stats = s; };
+  auto scheduler = ModelScheduler::Create(opts, session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome hung(time);
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(hung, "hang", time.Now() + 50ms)).ok());
+  while ((*scheduler)->executing() == 0) std::this_thread::sleep_for(1ms);
+  std::thread unload([&] { scheduler->reset(); });
+  time.Advance(100ms);  // past the deadline and the margin
+  unload.join();        // before: never, the watchdog was stopped before the workers' join
+  EXPECT_EQ(hung.future.get().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(final_stats.watchdog_reports, 1);
+  std::lock_guard lock(session.mu);
+  EXPECT_EQ(session.instances, 1) << "an unloading worker made a fresh instance";
+}
+
 TEST(ModelSchedulerTest, PreserveOrderingHoldsResponsesUntilEarlierOnesLeave) {
   FakeSession session;
   auto opts = Opts();

@@ -8,7 +8,8 @@
 # (mmserve, llama-server, raw loop, mmserve, ...), so the machine's drift hits every side alike;
 # the table gives each round and the medians with their spread.
 #   bench/embeddings.sh [tiny|base]    (BENCH_SECONDS=20 BENCH_CONCURRENCY=64 BENCH_ROUNDS=3;
-#   BENCH_BINARY=true asks mmserve for binary output tensors instead of JSON numbers)
+#   BENCH_BINARY=true asks mmserve for binary output tensors instead of JSON numbers;
+#   BENCH_PIN=1 runs the load tool on core 0 and the three measured sides on the others)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZE="${1:-tiny}"
@@ -54,12 +55,13 @@ for _ in $(seq 1 "$ROUNDS"); do
   LS+=("$("$LOAD" --port "$P2" --path /v1/embeddings --body-file "$TMP/openai.json" \
           --expect embedding --concurrency "$C" --seconds "$SECS" --warmup 2)")
   # The engine's limit: llama.cpp called directly, C copies of the text per decode.
-  RAW+=("$("$ROOT/build/bench/raw_embed_loop" --model "$MODEL" --text "$TEXT" --batch "$C" \
+  RAW+=("$("$RAW_EMBED_LOOP" --model "$MODEL" --text "$TEXT" --batch "$C" \
            --threads "$THREADS" --seconds "$SECS" --warmup 2)")
 done
 stop "$MM_PID"
 stop "$LS_PID"
 
+echo "Cores: $PIN_NOTE; engine threads: $THREADS."
 python3 - "$SIZE" "$C" "$ROUNDS" "${MM[@]}" "${LS[@]}" "${RAW[@]}" <<'PY'
 import json, statistics, sys
 size, c, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -79,5 +81,7 @@ print(f"| median (range) | {med(r['rps'] for r in mm):.1f} | {med(r['rps'] for r
 for p in ("p50_us", "p99_us"):
     m, l = med(r[p] for r in mm), med(r[p] for r in ls)
     print(f"| {p[:-3]} latency (ms), median | {m/1000:.1f} | {l/1000:.1f} | | {m/max(l, 1):.2f}x | |")
+print(f"| load tool's own CPU (cores), median | {med(r['client_cpu_cores'] for r in mm):.2f} | "
+      f"{med(r['client_cpu_cores'] for r in ls):.2f} | | | |")
 print(f"| errors | {sum(r['errors'] for r in mm)} | {sum(r['errors'] for r in ls)} | | | |")
 PY

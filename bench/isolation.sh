@@ -7,7 +7,8 @@
 # clients (compute-bound). Then an
 # isolated worker killed under load (the other model's p99 before and during, the time to
 # serve again), and the RSS of one idle isolated model's worker.
-#   bench/isolation.sh [tiny|base]   (BENCH_SECONDS=5 BENCH_CONCURRENCY=16 BENCH_ROUNDS=3)
+#   bench/isolation.sh [tiny|base]   (BENCH_SECONDS=5 BENCH_CONCURRENCY=16 BENCH_ROUNDS=3;
+#                                     BENCH_PIN=1: the load tool on core 0, the server on the rest)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZE="${1:-tiny}"
@@ -52,12 +53,19 @@ run() {  # run MODEL BODY EXPECT CONCURRENCY
   "$LOAD" --port "$PORT" --path "/v2/models/$1/infer" --body-file "$TMP/$2" --expect "$3" \
     --concurrency "$4" --seconds "$SECS" --warmup 1
 }
+run_openai() {  # run_openai MODEL CONCURRENCY: the same text through /v1/embeddings
+  printf '{"model":"%s","input":"The quick brown fox jumps over the lazy dog near the river bank."}' \
+    "$1" >"$TMP/openai-$1.json"
+  "$LOAD" --port "$PORT" --path /v1/embeddings --body-file "$TMP/openai-$1.json" \
+    --expect embedding --concurrency "$2" --seconds "$SECS" --warmup 1
+}
 for round in $(seq 1 "$ROUNDS"); do
   for iso in none process; do
     run "echo-$iso" echo.json '"Y"' "$C" >"$TMP/r$round-echo-$iso-$C.json"
     run "echo-$iso" echo.json '"Y"' 1 >"$TMP/r$round-echo-$iso-1.json"
     run "batched-$iso" echo.json '"Y"' "$C" >"$TMP/r$round-batched-$iso-$C.json"
     run "embed-$iso" embed.json EMBEDDING "$C" >"$TMP/r$round-embed-$iso-$C.json"
+    run_openai "embed-$iso" "$C" >"$TMP/r$round-openai-$iso-$C.json"
   done
 done
 # A worker killed under load: the in-process model's p99 while the isolated one's worker is
@@ -100,6 +108,7 @@ IDLE_PRIVATE="$(awk '/^Private_(Clean|Dirty):/ {s += $2} END {print s + 0}' "/pr
 SERVER_KIB="$(rss_kib "$PID")"
 stop "$PID"
 
+echo "Cores: $PIN_NOTE; engine threads: $THREADS."
 python3 - "$TMP" "$ROUNDS" "$C" "$SIZE" "$IDLE_KIB" "$SERVER_KIB" "$IDLE_PSS" "$IDLE_PRIVATE" "$BACK_MS" <<'PY'
 import json, statistics, sys
 tmp, rounds, c, size, idle_kib, server_kib, pss, private, back_ms = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], *map(int, sys.argv[5:10])
@@ -112,7 +121,8 @@ print(f"| load (median of {rounds} alternating rounds) | in-process | isolated |
 print("|---|---|---|---|")
 for model, conc, label in (("echo", c, f"identity 1 KB, {c} clients"), ("echo", "1", "identity 1 KB, 1 client"),
                            ("batched", c, f"identity 1 KB, max_batch 8, {c} clients"),
-                           ("embed", c, f"bert-{size} embed, {c} clients")):
+                           ("embed", c, f"bert-{size} embed (KServe TEXT), {c} clients"),
+                           ("openai", c, f"bert-{size} embed (/v1/embeddings), {c} clients")):
     a, b = runs(model, "none", conc), runs(model, "process", conc)
     per = [y["rps"] / x["rps"] for x, y in zip(a, b)]
     med = lambda rs, k: statistics.median(r[k] for r in rs)
@@ -120,6 +130,8 @@ for model, conc, label in (("echo", c, f"identity 1 KB, {c} clients"), ("echo", 
           f"{statistics.median(per):.2f}x ({' / '.join(f'{x:.2f}' for x in per)}) |")
     print(f"| {label}, p50 µs | {med(a, 'p50_us'):.0f} | {med(b, 'p50_us'):.0f} | "
           f"added {med(b, 'p50_us') - med(a, 'p50_us'):.0f} µs |")
+    print(f"| {label}, the load tool's own CPU (cores) | {med(a, 'client_cpu_cores'):.2f} | "
+          f"{med(b, 'client_cpu_cores'):.2f} | |")
 print()
 print(f"One idle isolated identity model: its worker's RSS {idle_kib / 1024:.1f} MiB, PSS "
       f"{pss / 1024:.1f} MiB, private {private / 1024:.1f} MiB (the server's RSS: {server_kib / 1024:.1f} MiB).")

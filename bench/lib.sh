@@ -7,6 +7,30 @@ LOAD="$ROOT/build/bench/loadgen"
 SERVER="$ROOT/.deps/llama-cpu-build/bin/llama-server"
 MMSERVE="${MMSERVE:-$ROOT/build/src/app/mmserve}"  # MMSERVE=... runs another build (A/B)
 
+# BENCH_PIN=1: the load tool on core 0, everything it measures (mmserve and its workers,
+# llama-server, the raw loops) on the other cores, with THREADS set to their count: the client
+# cannot take the measured side's cycles (issue #45). Each command runs through a wrapper in
+# $TMP that calls taskset; the load tool reports its own CPU either way (client_cpu_cores).
+pin_to() {  # pin_to CPUS BINARY: prints the path of a wrapper that runs BINARY on CPUS
+  local wrapper="$TMP/pinned-$(basename "$2")"
+  printf '#!/bin/sh\nexec taskset -c %s %s "$@"\n' "$1" "$2" >"$wrapper"
+  chmod +x "$wrapper"
+  echo "$wrapper"
+}
+if [[ "${BENCH_PIN:-0}" == 1 ]]; then
+  (( THREADS >= 2 )) || { echo "BENCH_PIN=1 needs two cores or more" >&2; exit 1; }
+  SERVER_CPUS="1-$((THREADS - 1))"
+  THREADS=$((THREADS - 1))
+  LOAD="$(pin_to 0 "$LOAD")"
+  SERVER="$(pin_to "$SERVER_CPUS" "$SERVER")"
+  MMSERVE="$(pin_to "$SERVER_CPUS" "$MMSERVE")"
+  RAW_EMBED_LOOP="$(pin_to "$SERVER_CPUS" "$ROOT/build/bench/raw_embed_loop")"
+else
+  RAW_EMBED_LOOP="$ROOT/build/bench/raw_embed_loop"
+fi
+PIN_NOTE="shared cores (client and server on all $(nproc))"
+[[ "${BENCH_PIN:-0}" == 1 ]] && PIN_NOTE="pinned (client on core 0, the measured side on $SERVER_CPUS)"
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_ok() { for _ in $(seq 1 900); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; return 1; }
 # ensure_model FILE SIZE: generates the SIZE models when FILE is missing.

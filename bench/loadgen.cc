@@ -35,8 +35,9 @@
 //
 // Output: a JSON line per point — requests (sent in the window), errors, seconds, rps (answers
 // per second, each request counted by the share of its time inside the window),
-// p50/p90/p99/p999/max/mean latency in µs (and ttft_*/itl_* with --stream), first_error when
-// there was one — or with --markdown one table of all points. Exit 1 on any error.
+// p50/p90/p99/p999/max/mean latency in µs (and ttft_*/itl_* with --stream), client_cpu_cores
+// (the CPU the load tool itself used, in cores, over the run), first_error when there was
+// one — or with --markdown one table of all points. Exit 1 on any error.
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
 
 #include <algorithm>
@@ -58,6 +59,7 @@
 #include <vector>
 
 #include <sys/socket.h>
+#include <time.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -75,6 +77,13 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace pb = inference;
 using Clock = std::chrono::steady_clock;
+
+// CPU seconds this process has used so far, every thread together.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 namespace {
 
@@ -426,6 +435,7 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
   std::string first_error;
   Arrivals arrivals;
   const auto start = Clock::now();
+  const double cpu_at_start = ProcessCpuSeconds();
   const auto measure_from =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup));
   // The window's end: moved later while fewer than min_requests have been answered.
@@ -529,6 +539,11 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
   stop = true;
   arrivals.Wake();
   for (auto& t : clients) t.join();
+  // The load tool's own cost: how many cores it kept busy on average over the run, warm-up
+  // included. A client on the server's cores takes this from the server.
+  const double client_cpu_cores =
+      (ProcessCpuSeconds() - cpu_at_start) /
+      std::max(1e-9, std::chrono::duration<double>(Clock::now() - start).count());
 
   const double elapsed = std::chrono::duration<double>(window_end() - measure_from).count();
   int64_t sum = 0;
@@ -544,7 +559,8 @@ nlohmann::json Measure(const Settings& settings, int concurrency, double rate,
                         {"p999_us", Percentile(all.latency_us, 0.999)},
                         {"max_us", n ? all.latency_us.back() : 0},
                         {"mean_us", n ? sum / static_cast<int64_t>(n) : 0},
-                        {"concurrency", concurrency}};
+                        {"concurrency", concurrency},
+                        {"client_cpu_cores", client_cpu_cores}};
   if (rate > 0) {
     out["rate"] = rate;
     out["unsent"] = arrivals.size();  // arrivals still waiting for a connection at the end

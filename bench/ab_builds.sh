@@ -3,8 +3,8 @@
 # once on 127.0.0.1 and bench/loadgen alternates between them, round after round (the order
 # flips every round), so that the machine's drift falls on both alike. Scenarios: H1's identity
 # request (1 KB INT32) by a worker at 16 clients and at 1, and inline at 16; the same model
-# isolated (`isolation: process`, max_batch 8, and 1) with the 1 KB request at 16 clients, and an
-# isolated echo of a 1 MiB text at 4;
+# isolated (`isolation: process`, max_batch 8, and 1) with the 1 KB request at 16 clients, an
+# isolated echo of a 1 MiB text at 4, and an isolated bert-tiny (P10's embedder, 16 clients);
 # P1 tiny (bert-tiny, one text per request, 64 clients) over KServe and over OpenAI
 # /v1/embeddings; P2's shape (llama-tiny, 4 streams of 32 generated tokens each, KServe).
 # Then P5's first response (bert-tiny, `load: on_demand`, `keep_alive: 0`: each request after it
@@ -60,6 +60,13 @@ models:
     max_queue_delay_ms: 5
     queue: {max_size: 100000}
     params: {n_parallel: 64, n_batch: 2048, n_threads: $THREADS}
+  - name: embedder_isolated
+    path: $MODEL
+    task: embed
+    isolation: process
+    max_batch: 16
+    max_queue_delay_ms: 5
+    params: {n_parallel: 16, n_batch: 2048, n_threads: $THREADS}
   - name: llm
     path: $LLM
     task: generate
@@ -110,6 +117,7 @@ SCENARIOS=(
   "kserve-text-isolated-1mib|/v2/models/text_isolated/infer|text-1mib.json|\"ECHO\"|4"
   "kserve-embeddings|/v2/models/embedder/infer|kserve.json|EMBEDDING|64"
   "openai-embeddings|/v1/embeddings|openai.json|embedding|64"
+  "kserve-embeddings-isolated|/v2/models/embedder_isolated/infer|kserve.json|EMBEDDING|16"
   "kserve-generate-4-streams|/v2/models/llm/infer|generate.json|\"completion_tokens\":32|4"
 )
 RUN=()  # the scenarios BENCH_ONLY selects

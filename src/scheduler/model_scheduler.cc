@@ -130,9 +130,7 @@ Status ModelScheduler::Enqueue(std::unique_ptr<InferRequest> request) {
         state.watch_kick = true;
         state.watch_cv.notify_one();
       }
-    } else if (!state.queue.open()) {
-      status = Unavailable("model '" + options_.model + "' is shutting down");
-    } else {
+    } else if (status = state.queue.CheckOpen(); status.ok()) {
       p->ledger.seq = state.queue.NextSeq();
       ++state.executing;
     }

@@ -27,8 +27,12 @@ Status Overrun(const std::string& model, const Pending& p, Clock::time_point now
 RequestQueue::RequestQueue(std::string model, const Levels& levels)
     : model_(std::move(model)), levels_(levels) {}
 
+Status RequestQueue::CheckOpen() const {
+  return open_ ? Status::Ok() : Unavailable("model '" + model_ + "' is shutting down");
+}
+
 Status RequestQueue::Push(std::unique_ptr<Pending>& p) {
-  if (!open_) return Unavailable("model '" + model_ + "' is shutting down");
+  MMS_RETURN_IF_ERROR(CheckOpen());
   auto& queue = queues_[static_cast<size_t>(p->level)];
   const int64_t bound = levels_[static_cast<size_t>(p->level)].max_size;
   if (static_cast<int64_t>(queue.size()) >= bound) {

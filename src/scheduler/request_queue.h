@@ -73,7 +73,8 @@ class RequestQueue {
   Status Push(std::unique_ptr<Pending>& p);
   // No request is queued from now on (Push fails); what is queued stays.
   void Close() { open_ = false; }
-  bool open() const { return open_; }
+  // OK while requests are taken, Unavailable once closed.
+  Status CheckOpen() const;
 
   // Up to `n` live requests, highest level first; expired and cancelled ones met on the way go
   // to `dead` with their answer.

@@ -19,6 +19,14 @@ class Watchdog {
   ~Watchdog();  // stops and joins
 
  private:
+  // A request answered here once the lock is let go.
+  struct Answer {
+    Ledger ledger;
+    InferCallback done;
+    Status status;
+    std::unique_ptr<Pending> owned;  // set when the request left its queue or instance here
+  };
+
   void Loop(std::stop_token stop);
   // When to wake next.
   Clock::time_point NextWatch(Clock::time_point now) const REQUIRES(s_.mu);

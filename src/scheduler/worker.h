@@ -25,14 +25,6 @@
 
 namespace mmserve {
 
-// A request the watchdog answers once it has let go of the lock.
-struct Answer {
-  Ledger ledger;
-  InferCallback done;
-  Status status;
-  std::unique_ptr<Pending> owned;  // set when the request left its queue or instance here
-};
-
 // What a worker is executing now, for the watchdog.
 struct Running {
   bool active = false;
@@ -100,7 +92,9 @@ Status Warmup(const ModelScheduler::Options& options, Session& session, Instance
 class Worker : public YieldPoint {
  public:
   Worker(SchedulerState& s, int index) : s_(s), index_(index) {}
-  ~Worker() override;  // joins
+  // Joins. The owner calls Join() first: by the time this runs, the derived worker's members
+  // are gone.
+  ~Worker() override;
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 

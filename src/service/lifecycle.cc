@@ -76,11 +76,10 @@ Lifecycle::Lifecycle(const ServerConfig& config, const BackendRegistry& backends
       guard_(guard),
       registry_(registry),
       time_(time),
-      global_(config.global),
       residency_(config, backends, registry, time, *events_) {
   // The memory domains Residency budgets (each model's device, asked once, there).
   for (const std::string& domain : residency_.DomainNames()) {
-    gates_[domain] = std::make_unique<PriorityGate>(global_.priority_linger);
+    gates_[domain] = std::make_unique<PriorityGate>(config.global.priority_linger);
   }
   for (const auto& m : config.models) devices_.insert(m.device_id);
 }

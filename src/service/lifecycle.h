@@ -130,7 +130,6 @@ class Lifecycle {
   RuntimeGuard& guard_;              // not owned
   ModelRegistry& registry_;          // not owned
   const TimeSource& time_;           // not owned: keep-alive is decided by it
-  const GlobalConfig global_;        // as at start: gates do not change live
   // Per memory domain (a device's models share its compute too); fixed after construction.
   std::map<std::string, std::unique_ptr<PriorityGate>> gates_;
   std::set<int> devices_;  // device ids locked at start; fixed

@@ -81,6 +81,7 @@ TEST(RequestQueueTest, AClosedQueueRefusesButKeepsWhatIsQueued) {
   q.Close();
   auto b = Make("b", 5);
   EXPECT_EQ(q.Push(b).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(q.CheckOpen().code(), StatusCode::kUnavailable);
   EXPECT_EQ(q.size(), 1);
 }
 

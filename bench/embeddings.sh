@@ -55,7 +55,7 @@ for _ in $(seq 1 "$ROUNDS"); do
   LS+=("$("$LOAD" --port "$P2" --path /v1/embeddings --body-file "$TMP/openai.json" \
           --expect embedding --concurrency "$C" --seconds "$SECS" --warmup 2)")
   # The engine's limit: llama.cpp called directly, C copies of the text per decode.
-  RAW+=("$("$RAW_EMBED_LOOP" --model "$MODEL" --text "$TEXT" --batch "$C" \
+  RAW+=("$("$(peer raw_embed_loop)" --model "$MODEL" --text "$TEXT" --batch "$C" \
            --threads "$THREADS" --seconds "$SECS" --warmup 2)")
 done
 stop "$MM_PID"

@@ -41,7 +41,7 @@ for _ in $(seq 1 "$ROUNDS"); do
   grep -q EMBEDDING "$TMP/out.json" || { echo "bad answer: $(head -c 200 "$TMP/out.json")"; exit 1; }
 done
 stop "$PID"
-RAW="$("$ROOT/build/bench/raw_cold_start" --model "$MODEL" --text "$TEXT" --threads "$THREADS" \
+RAW="$("$(peer raw_cold_start)" --model "$MODEL" --text "$TEXT" --threads "$THREADS" \
        --rounds "$ROUNDS")"
 
 python3 - "$SIZE" "$RAW" "${MM[@]}" <<'PY'

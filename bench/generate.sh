@@ -63,7 +63,7 @@ ONE=()  # mmserve's and the raw loop's answer per round, alternating
 for _ in $(seq 1 "$ROUNDS"); do
   ONE+=("$("$LOAD" --port "$P1" --path /v2/models/llm/infer --body-file "$TMP/kserve.json" \
            --expect "\"completion_tokens\":$N" --concurrency 1 --seconds "$SECS" --warmup 3)")
-  ONE+=("$("$ROOT/build/bench/raw_generate_loop" --model "$MODEL" --prompt "$PROMPT" --tokens "$N" \
+  ONE+=("$("$(peer raw_generate_loop)" --model "$MODEL" --prompt "$PROMPT" --tokens "$N" \
            --threads "$THREADS" --seconds "$SECS" --warmup 3)")
 done
 stop "$MM_PID"

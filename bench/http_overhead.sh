@@ -16,7 +16,7 @@ CONC="${BENCH_CONCURRENCY:-16}"
 ROUNDS="${BENCH_ROUNDS:-3}"
 IO_THREADS="${BENCH_THREADS:-2}"
 source "$ROOT/bench/lib.sh"
-BARE="$ROOT/build/bench/bare_beast_server"
+BARE="$(peer bare_beast_server)"
 
 # A 1 KB request: 140 INT32 values (1047 bytes of JSON); for gRPC the same tensor as typed
 # contents of a ModelInferRequest (protobuf's JSON mapping, which loadgen reads).
@@ -69,7 +69,7 @@ grpc_run() {  # grpc_run PORT CONCURRENCY [BODY]
 "$LOAD" --grpc --port "$GPORT" --body-file "$TMP/grpc.json" --save-answer "$TMP/answer.pb"
 "$BARE" --port 0 --threads "$IO_THREADS" --response-file "$TMP/answer.json" >"$TMP/bare.out" &
 BPID=$!
-"$ROOT/build/bench/bare_grpc_server" --port 0 --response-file "$TMP/answer.pb" >"$TMP/bare-grpc.out" &
+"$(peer bare_grpc_server)" --port 0 --response-file "$TMP/answer.pb" >"$TMP/bare-grpc.out" &
 GPID=$!
 BPORT="$(listening_port "$TMP/bare.out")"
 GBPORT="$(listening_port "$TMP/bare-grpc.out")"

@@ -102,7 +102,7 @@ MM=(); LS=(); RAW=()
 for _ in $(seq 1 "$ROUNDS"); do
   MM+=("$(/usr/bin/python3 "$TMP/client.py" "$P1" /v1/embeddings "$TMP/mm.json" "$C" "$K")")
   LS+=("$(/usr/bin/python3 "$TMP/client.py" "$P2" /v1/embeddings "$TMP/ls.json" "$C" "$K")")
-  RAW+=("$("$RAW_EMBED_LOOP" --model "$MODEL" --texts-file "$TMP/texts.txt" \
+  RAW+=("$("$(peer raw_embed_loop)" --model "$MODEL" --texts-file "$TMP/texts.txt" \
            --batch 16 --n-batch 2048 --threads "$THREADS" --seconds "$SECS" --warmup 2)")
 done
 stop "$MM_PID"

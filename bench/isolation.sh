@@ -53,9 +53,11 @@ run() {  # run MODEL BODY EXPECT CONCURRENCY
   "$LOAD" --port "$PORT" --path "/v2/models/$1/infer" --body-file "$TMP/$2" --expect "$3" \
     --concurrency "$4" --seconds "$SECS" --warmup 1
 }
-run_openai() {  # run_openai MODEL CONCURRENCY: the same text through /v1/embeddings
-  printf '{"model":"%s","input":"The quick brown fox jumps over the lazy dog near the river bank."}' \
-    "$1" >"$TMP/openai-$1.json"
+for iso in none process; do  # the same text as embed.json, for /v1/embeddings
+  printf '{"model":"embed-%s","input":"The quick brown fox jumps over the lazy dog near the river bank."}' \
+    "$iso" >"$TMP/openai-embed-$iso.json"
+done
+run_openai() {  # run_openai MODEL CONCURRENCY
   "$LOAD" --port "$PORT" --path /v1/embeddings --body-file "$TMP/openai-$1.json" \
     --expect embedding --concurrency "$2" --seconds "$SECS" --warmup 1
 }

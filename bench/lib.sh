@@ -8,13 +8,16 @@ SERVER="$ROOT/.deps/llama-cpu-build/bin/llama-server"
 MMSERVE="${MMSERVE:-$ROOT/build/src/app/mmserve}"  # MMSERVE=... runs another build (A/B)
 
 # BENCH_PIN=1: the load tool on core 0, everything it measures (mmserve and its workers,
-# llama-server, the raw loops) on the other cores, with THREADS set to their count: the client
-# cannot take the measured side's cycles (issue #45). Each command runs through a wrapper in
-# $TMP that calls taskset; the load tool reports its own CPU either way (client_cpu_cores).
+# llama-server, the raw loops and bare servers, through `peer`) on the other cores, with THREADS
+# set to their count: the client cannot take the measured side's cycles (issue #45). Each
+# command runs through a wrapper in $TMP that calls taskset; the load tool reports its own CPU
+# either way (client_cpu_cores).
 pin_to() {  # pin_to CPUS BINARY: prints the path of a wrapper that runs BINARY on CPUS
   local wrapper="$TMP/pinned-$(basename "$2")"
-  printf '#!/bin/sh\nexec taskset -c %s %s "$@"\n' "$1" "$2" >"$wrapper"
-  chmod +x "$wrapper"
+  if [[ ! -x "$wrapper" ]]; then
+    printf '#!/bin/sh\nexec taskset -c %s %s "$@"\n' "$1" "$2" >"$wrapper"
+    chmod +x "$wrapper"
+  fi
   echo "$wrapper"
 }
 if [[ "${BENCH_PIN:-0}" == 1 ]]; then
@@ -24,10 +27,16 @@ if [[ "${BENCH_PIN:-0}" == 1 ]]; then
   LOAD="$(pin_to 0 "$LOAD")"
   SERVER="$(pin_to "$SERVER_CPUS" "$SERVER")"
   MMSERVE="$(pin_to "$SERVER_CPUS" "$MMSERVE")"
-  RAW_EMBED_LOOP="$(pin_to "$SERVER_CPUS" "$ROOT/build/bench/raw_embed_loop")"
-else
-  RAW_EMBED_LOOP="$ROOT/build/bench/raw_embed_loop"
 fi
+# peer NAME: how to run build/bench/NAME, a measured peer (a raw loop, a bare server): on the
+# server's cores under BENCH_PIN=1.
+peer() {
+  if [[ "${BENCH_PIN:-0}" == 1 ]]; then
+    pin_to "$SERVER_CPUS" "$ROOT/build/bench/$1"
+  else
+    echo "$ROOT/build/bench/$1"
+  fi
+}
 PIN_NOTE="shared cores (client and server on all $(nproc))"
 [[ "${BENCH_PIN:-0}" == 1 ]] && PIN_NOTE="pinned (client on core 0, the measured side on $SERVER_CPUS)"
 

@@ -60,7 +60,7 @@ MANY_KEPT="$(idle_rss $((K + 1)) -1)"
 ONE="$(idle_rss 1 1000)"
 MANY="$(idle_rss $((K + 1)) 1000)"
 WEIGHTS_KIB=$(( $(stat -c %s "$EMB") / 1024 ))
-RAW="$("$ROOT/build/bench/raw_cold_start" --model "$EMB" --text "an idle model" --threads "$THREADS" \
+RAW="$("$(peer raw_cold_start)" --model "$EMB" --text "an idle model" --threads "$THREADS" \
         --rounds 0 --copies "$K")"
 
 # The soak: every task at once.

@@ -68,9 +68,9 @@ for _ in $(seq 1 "$ROUNDS"); do
 done
 stop "$PID"
 # What the engine itself gains from batching: the raw llama.h loop at batch 64 and at batch 1.
-RAW64="$("$RAW_EMBED_LOOP" --model "$BASE" --text "$TEXT" --batch 64 \
+RAW64="$("$(peer raw_embed_loop)" --model "$BASE" --text "$TEXT" --batch 64 \
          --threads "$THREADS" --seconds "$SECS" --warmup 2)"
-RAW1="$("$RAW_EMBED_LOOP" --model "$BASE" --text "$TEXT" --batch 1 \
+RAW1="$("$(peer raw_embed_loop)" --model "$BASE" --text "$TEXT" --batch 1 \
         --threads "$THREADS" --seconds "$SECS" --warmup 2)"
 fi
 

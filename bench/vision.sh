@@ -48,7 +48,7 @@ ON=(); OFF=(); RAW=()
 for _ in $(seq 1 "$ROUNDS"); do
   ON+=("$(load "$P_ON")")
   OFF+=("$(load "$P_OFF")")
-  RAW+=("$("$ROOT/build/bench/raw_vision_loop" --model "$MODEL" --image "$IMAGE" --batch "$C" \
+  RAW+=("$("$(peer raw_vision_loop)" --model "$MODEL" --image "$IMAGE" --batch "$C" \
            --size 32 --seconds "$SECS" --warmup 1)")
 done
 stop "$PID_ON"

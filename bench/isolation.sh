@@ -8,13 +8,16 @@
 # isolated worker killed under load (the other model's p99 before and during, the time to
 # serve again), and the RSS of one idle isolated model's worker.
 #   bench/isolation.sh [tiny|base]   (BENCH_SECONDS=5 BENCH_CONCURRENCY=16 BENCH_ROUNDS=3;
-#                                     BENCH_PIN=1: the load tool on core 0, the server on the rest)
+#                                     BENCH_PIN=1: the load tool on core 0, the server on the rest;
+#                                     BENCH_COMPUTE_WAIT=spin|sleep: the isolated embedder's
+#                                     compute_wait, spin by default)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZE="${1:-tiny}"
 SECS="${BENCH_SECONDS:-5}"
 C="${BENCH_CONCURRENCY:-16}"
 ROUNDS="${BENCH_ROUNDS:-3}"
+WAIT="${BENCH_COMPUTE_WAIT:-spin}"
 MODEL="$ROOT/models/generated/bert-$SIZE.gguf"
 source "$ROOT/bench/lib.sh"
 ensure_model "$MODEL" "$SIZE"
@@ -25,6 +28,8 @@ PORT="$(free_port)"
 {
   echo "models:"
   for iso in none process; do
+    wait_field=""
+    [[ "$iso" == process ]] && wait_field="compute_wait: $WAIT"
     cat <<YAML
   - name: echo-$iso
     backend: identity
@@ -41,6 +46,7 @@ PORT="$(free_port)"
     isolation: $iso
     max_batch: $C
     max_queue_delay_ms: 5
+    $wait_field
     params: {n_parallel: $C, n_batch: 2048, n_threads: $THREADS}
 YAML
   done
@@ -110,7 +116,7 @@ IDLE_PRIVATE="$(awk '/^Private_(Clean|Dirty):/ {s += $2} END {print s + 0}' "/pr
 SERVER_KIB="$(rss_kib "$PID")"
 stop "$PID"
 
-echo "Cores: $PIN_NOTE; engine threads: $THREADS."
+echo "Cores: $PIN_NOTE; engine threads: $THREADS; the isolated embedder's compute_wait: $WAIT."
 python3 - "$TMP" "$ROUNDS" "$C" "$SIZE" "$IDLE_KIB" "$SERVER_KIB" "$IDLE_PSS" "$IDLE_PRIVATE" "$BACK_MS" <<'PY'
 import json, statistics, sys
 tmp, rounds, c, size, idle_kib, server_kib, pss, private, back_ms = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], *map(int, sys.argv[5:10])

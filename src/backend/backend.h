@@ -268,6 +268,8 @@ class Backend {
   // Whether `mmserve worker` can serve `model` in a process of its own (`isolation: process`,
   // backend/process/): batch-style sessions whose results travel as tensors and parameters.
   virtual bool RunsIsolated(const ModelConfig& model) const { return false; }
+  // Whether the engine behind `model` runs OpenMP compute threads (BackendCatalog::RunsOpenMp).
+  virtual bool RunsOpenMp(const ModelConfig& model) const { return false; }
   // In the probe child (`mmserve probe`, file_probe.h): runs the third-party parser this backend
   // feeds its model files to over the file at `fd`, and returns what the server needs of it as
   // text (opencv: the bytes one Net holds at `arg` rows). The caller holds a lease on runtime().

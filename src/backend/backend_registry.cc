@@ -94,4 +94,9 @@ bool BackendRegistry::RunsIsolated(const ModelConfig& model) const {
   return it != backends_.end() && it->second->RunsIsolated(model);
 }
 
+bool BackendRegistry::RunsOpenMp(const ModelConfig& model) const {
+  auto it = backends_.find(model.backend);
+  return it != backends_.end() && it->second->RunsOpenMp(model);
+}
+
 }  // namespace mmserve

@@ -34,6 +34,7 @@ class BackendRegistry final : public BackendCatalog {
   void set_complete(bool complete) { complete_ = complete; }
   bool ExecutesInline(const ModelConfig& model) const override;
   bool RunsIsolated(const ModelConfig& model) const override;
+  bool RunsOpenMp(const ModelConfig& model) const override;
 
  private:
   // preprocess/postprocess: only on tensor models, and only in a build with OpenCV.

@@ -32,6 +32,8 @@ class BackendCatalog {
   virtual bool ExecutesInline(const ModelConfig& model) const { return false; }
   // Whether `model` may run with `isolation: process`: this build can serve it from a worker.
   virtual bool RunsIsolated(const ModelConfig& model) const { return false; }
+  // Whether `model`'s engine runs OpenMP compute threads (whose wait `compute_wait` sets).
+  virtual bool RunsOpenMp(const ModelConfig& model) const { return false; }
 };
 
 }  // namespace mmserve

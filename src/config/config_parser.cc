@@ -149,6 +149,7 @@ class Parser {
     m.execute_inline = r.String("execution", "worker", {"worker", "inline"}) == "inline";
     if (m.execute_inline) CheckInlineRules(r, m);
     m.isolation = ReadIsolation(r, global.isolation);
+    m.compute_wait = ReadComputeWait(r);
     if (auto params = r.Map("params")) m.params = *params;
     ReadRouting(r, m, versions);
     r.Finish();
@@ -184,6 +185,7 @@ class Parser {
       catalog_.ValidateModel(checked, errors_);
       v.task = checked.task;  // the file's, when the entry names none
       CheckIsolation(r, v, catalog_.RunsIsolated(v));
+      CheckComputeWait(r, v, catalog_.RunsOpenMp(v));
     }
     v.fingerprint = ModelFingerprint(p, v);
     return v;

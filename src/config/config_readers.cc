@@ -81,6 +81,28 @@ void CheckIsolation(ParamReader& r, const ModelConfig& m, bool supported) {
   }
 }
 
+std::optional<ComputeWait> ReadComputeWait(ParamReader& r) {
+  if (!r.Has("compute_wait")) return std::nullopt;
+  return r.String("compute_wait", "sleep", {"spin", "sleep"}) == "spin" ? ComputeWait::kSpin
+                                                                       : ComputeWait::kSleep;
+}
+
+void CheckComputeWait(ParamReader& r, const ModelConfig& m, bool has_threads) {
+  if (!m.compute_wait) return;
+  const std::string found = m.compute_wait == ComputeWait::kSpin ? "\"spin\"" : "\"sleep\"";
+  if (!InWorker(m.isolation)) {
+    r.Error("compute_wait",
+            "no compute_wait without isolation: process or sandbox (in-process models share "
+            "the server's OpenMP runtime: set OMP_WAIT_POLICY in the server's environment)",
+            found);
+  } else if (!has_threads) {
+    r.Error("compute_wait",
+            "no compute_wait for backend " + m.backend +
+                " (its engine runs no OpenMP compute threads in this build)",
+            found);
+  }
+}
+
 int ReadPriority(ParamReader& r) {
   const json* v = r.Raw("priority");
   if (!v) return kDefaultPriority;

@@ -30,6 +30,10 @@ std::optional<std::chrono::milliseconds> ReadDuration(
 // with libseccomp.
 Isolation ReadIsolation(ParamReader& r, Isolation fallback);
 void CheckIsolation(ParamReader& r, const ModelConfig& m, bool supported);
+// `compute_wait`: spin or sleep; nullopt when absent. CheckComputeWait: only for a model in a
+// worker whose engine runs OpenMP compute threads (`has_threads`): elsewhere it would do nothing.
+std::optional<ComputeWait> ReadComputeWait(ParamReader& r);
+void CheckComputeWait(ParamReader& r, const ModelConfig& m, bool has_threads);
 // `priority`: high, normal, low or a level in 1..kMaxPriorityLevel.
 int ReadPriority(ParamReader& r);
 // batch_size, max_batch, dynamic_batch, batch_tiers, preserve_ordering, max_queue_delay_ms.

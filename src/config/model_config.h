@@ -27,6 +27,13 @@ enum class Isolation { kNone, kProcess, kSandbox };
 // Whether the model runs in a worker process (process or sandbox).
 inline bool InWorker(Isolation i) { return i != Isolation::kNone; }
 
+// How a worker process's OpenMP compute threads wait for the next execution (`compute_wait`):
+// spin briefly first (libgomp's default, a few milliseconds), so that a busy model's next batch
+// finds them awake; or sleep at once, so that an idle model's threads leave the cores to the
+// server and the other workers (OMP_WAIT_POLICY=passive). In-process models share the server's
+// OpenMP runtime, which its environment sets.
+enum class ComputeWait { kSpin, kSleep };
+
 // Priority levels: 1 is the highest. `priority: high|normal|low` map onto 1, 2, 3.
 inline constexpr int kMaxPriorityLevel = 9;
 inline constexpr int kDefaultPriority = 2;
@@ -110,6 +117,9 @@ struct ModelConfig {
   // worker or queue (only backends whose executions never block; scheduler/model_scheduler.h).
   bool execute_inline = false;
   Isolation isolation = Isolation::kNone;
+  // A worker's compute threads between executions; nullopt = the server's OMP_WAIT_POLICY when
+  // its environment sets one, else sleep.
+  std::optional<ComputeWait> compute_wait;
   // Executions per batch tier each worker runs on its fresh instance before the model turns
   // READY (part of the load time); nullopt = the backend's default (acl 1, others 0).
   std::optional<int> warmup;

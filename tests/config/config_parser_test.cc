@@ -18,6 +18,7 @@ namespace {
 using testing::kSeed;
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 
 class ConfigParserTest : public ::testing::Test {
@@ -280,6 +281,31 @@ models:
   const std::string msg(config.status().message());
   EXPECT_THAT(msg, HasSubstr("models[0].isolation: expected none with execution: inline"));
   EXPECT_THAT(msg, HasSubstr("models[1].isolation: expected one of none, process, sandbox"));
+}
+
+// compute_wait sets a worker's OpenMP threads: refused where there is no worker, or where the
+// engine runs no OpenMP threads (identity), instead of accepted and doing nothing. Accepted for
+// an isolated llama model: tests/integration/isolation_test.cc, which reads the worker's
+// environment.
+TEST_F(ConfigParserTest, ComputeWaitIsRefusedWhereNoWorkerOrNoOpenMpThreadsWouldHonourIt) {
+  auto config = Parse(R"(
+models:
+  - {name: a, backend: identity, compute_wait: spin}
+  - {name: b, backend: identity, isolation: process, compute_wait: sleep}
+  - {name: c, backend: identity, isolation: process, compute_wait: yield}
+  - {name: d, backend: identity, isolation: process}
+)");
+  ASSERT_FALSE(config.ok());
+  const std::string msg(config.status().message());
+  EXPECT_THAT(msg, HasSubstr("models[0].compute_wait: expected no compute_wait without isolation: "
+                             "process or sandbox (in-process models share the server's OpenMP "
+                             "runtime: set OMP_WAIT_POLICY in the server's environment), found "
+                             "\"spin\""));
+  EXPECT_THAT(msg, HasSubstr("models[1].compute_wait: expected no compute_wait for backend "
+                             "identity (its engine runs no OpenMP compute threads in this build), "
+                             "found \"sleep\""));
+  EXPECT_THAT(msg, HasSubstr("models[2].compute_wait: expected one of spin, sleep"));
+  EXPECT_THAT(msg, Not(HasSubstr("models[3]")));
 }
 
 TEST_F(ConfigParserTest, ASandboxIsAWorkerAndItsEscapeHooksNeedOne) {

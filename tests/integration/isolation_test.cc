@@ -404,6 +404,55 @@ TEST(IsolationTest, IsolatedAnswersEqualInProcessAnswersBitForBit) {
   EXPECT_THAT(stats, HasSubstr("\"worker_pid\":"));
 }
 
+// The environment of process `pid`, one "NAME=value" per entry.
+std::vector<std::string> Environment(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+  std::vector<std::string> out;
+  for (std::string entry; std::getline(in, entry, '\0');) out.push_back(entry);
+  return out;
+}
+
+// `compute_wait` reaches each worker as its OpenMP settings, over whatever the server's
+// environment says (spin: libgomp's default, none of the server's; sleep: passive); a model
+// without it inherits the server's. The answers do not depend on it.
+TEST(IsolationTest, EachWorkerWaitsAsItsModelSaysOverTheServersEnvironment) {
+  const std::string bert = testing::GeneratedModel("bert-tiny.gguf");
+  const std::string entry = ", path: " + bert + ", task: embed, isolation: process";
+  Server server("models:\n"
+                "  - {name: spin" + entry + ", compute_wait: spin}\n"
+                "  - {name: sleep" + entry + ", compute_wait: sleep}\n"
+                "  - {name: inherit" + entry + "}\n",
+                {"/usr/bin/env", "OMP_WAIT_POLICY=active", "GOMP_SPINCOUNT=5"});
+  ASSERT_TRUE(server.process().Start()) << server.process().Log();
+  HttpClient client(server.process().port());
+  const auto environment = [&](const std::string& model) {
+    auto stats = json::parse(client.Get("/v2/models/" + model + "/stats").body, nullptr, false);
+    const int64_t pid = stats["model_stats"][0]["mmserve"]["counters"].value("worker_pid", 0);
+    EXPECT_GT(pid, 0) << stats.dump();
+    return pid > 0 ? Environment(static_cast<pid_t>(pid)) : std::vector<std::string>{};
+  };
+  using ::testing::Contains;
+  const auto spin = environment("spin"), sleep = environment("sleep"),
+             inherit = environment("inherit");
+  ASSERT_FALSE(spin.empty());
+  EXPECT_THAT(spin, Not(Contains(::testing::StartsWith("OMP_WAIT_POLICY="))));
+  EXPECT_THAT(spin, Not(Contains(::testing::StartsWith("GOMP_SPINCOUNT="))));
+  EXPECT_THAT(sleep, Contains("OMP_WAIT_POLICY=passive"));
+  EXPECT_THAT(sleep, Not(Contains(::testing::StartsWith("GOMP_SPINCOUNT="))));
+  EXPECT_THAT(sleep, Not(Contains("OMP_WAIT_POLICY=active")));
+  EXPECT_THAT(inherit, Contains("OMP_WAIT_POLICY=active"));
+  EXPECT_THAT(inherit, Contains("GOMP_SPINCOUNT=5"));
+  const json texts = {"the quick brown fox", "jumps over", "a"};
+  json first;
+  for (const std::string model : {"spin", "sleep", "inherit"}) {
+    auto r = client.Post("/v1/embeddings", json{{"model", model}, {"input", texts}}.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json data = json::parse(r.body, nullptr, false)["data"];
+    if (first.is_null()) first = data;
+    EXPECT_EQ(data, first) << model;
+  }
+}
+
 // The budget charges an isolated model what its worker holds, from the load on: at least its
 // estimate (the worker's own memory is measured from outside, and the model file's pages it
 // shares are not its own), and the load's measure is the worker's memory, not the server

@@ -55,6 +55,14 @@ class LlamaBackend final : public Backend {
   std::string name() const override { return "llama"; }
   std::vector<std::string> tasks() const override { return {"generate", "embed", "rerank"}; }
   bool RunsIsolated(const ModelConfig&) const override { return true; }
+  // ggml's CPU compute threads are an OpenMP team in a build with OpenMP (GGML_OPENMP).
+  bool RunsOpenMp(const ModelConfig&) const override {
+#ifdef _OPENMP
+    return true;
+#else
+    return false;
+#endif
+  }
   bool takes_tensors() const override { return false; }
   Runtime& runtime() override { return runtime_; }
 

@@ -20,6 +20,9 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -79,15 +82,23 @@ int64_t PrivateBytes(pid_t pid) {
   return kib * 1024;
 }
 
-// The server's environment, and OpenMP told to sleep, not spin, when idle: a worker shares the
+// The server's environment, with the model's `compute_wait` for its OpenMP threads. Unset, a
+// worker's threads sleep (unless the server's environment names a policy): a worker shares the
 // cores with the server and the other workers, which libgomp cannot see from inside one
-// process (spinning teams made llama-server's router 40-80x slower; docs/BENCHMARKS.md).
-std::vector<char*> WorkerEnvironment() {
-  static char passive[] = "OMP_WAIT_POLICY=passive";
-  std::vector<char*> envp;
-  for (char** e = environ; *e; ++e) envp.push_back(*e);
-  if (!std::getenv("OMP_WAIT_POLICY")) envp.push_back(passive);
-  envp.push_back(nullptr);
+// process (spinning teams made llama-server's router 40-80x slower; docs/BENCHMARKS.md). Spin
+// leaves libgomp its default, a bounded spin before it sleeps, with none of the server's
+// settings for it.
+std::vector<std::string> WorkerEnvironment(std::optional<ComputeWait> wait) {
+  std::vector<std::string> envp;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const bool sets_wait = entry.starts_with("OMP_WAIT_POLICY=") ||
+                           entry.starts_with("GOMP_SPINCOUNT=");
+    if (!wait || !sets_wait) envp.emplace_back(entry);
+  }
+  if (wait == ComputeWait::kSleep || (!wait && !std::getenv("OMP_WAIT_POLICY"))) {
+    envp.emplace_back("OMP_WAIT_POLICY=passive");
+  }
   return envp;
 }
 
@@ -242,7 +253,10 @@ Result<std::shared_ptr<Worker>> ProcessSession::Spawn() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::vector<char*> envp = WorkerEnvironment();
+  std::vector<std::string> environment = WorkerEnvironment(model_.compute_wait);
+  std::vector<char*> envp;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) return Unavailable(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {

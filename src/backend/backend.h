@@ -111,6 +111,16 @@ class Instance {
   // How many batches the next call may take (at most kMaxBatchesPerCall): 1 unless reaching the
   // engine costs more than the engine's own work.
   virtual int batches_per_call() const { return 1; }
+  // Whether this instance splits a call in two: StartEach hands `batches` to an engine that runs
+  // them elsewhere (an isolated model's worker process) and returns; FinishEach waits for their
+  // results, as ExecuteEach would have. Its worker then answers the last call while the engine
+  // runs the next. Nothing else runs on the instance between the two halves. By default a call
+  // does not split: StartEach does nothing and FinishEach is ExecuteEach.
+  virtual bool starts_calls() const { return false; }
+  virtual void StartEach(std::span<Execution> batches) {}
+  virtual void FinishEach(std::span<Execution> batches, std::span<Status> statuses) {
+    ExecuteEach(batches, statuses);
+  }
   // Asks the execution in progress to return as soon as it can (the watchdog found it hung);
   // the worker then destroys this instance and creates a fresh one. Returns false when the
   // engine cannot be interrupted. Any thread; the instance outlives the call.

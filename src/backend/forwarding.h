@@ -26,6 +26,14 @@ class ForwardingInstance : public Instance {
     inner_->ExecuteEach(batches, statuses);
   }
   int batches_per_call() const override { return inner_->batches_per_call(); }
+  bool starts_calls() const override { return inner_->starts_calls(); }
+  void StartEach(std::span<Execution> batches) override {
+    inner_->set_yield_point(yield_point());
+    inner_->StartEach(batches);
+  }
+  void FinishEach(std::span<Execution> batches, std::span<Status> statuses) override {
+    inner_->FinishEach(batches, statuses);
+  }
   bool Abort() override { return inner_->Abort(); }
   void Park() override { inner_->Park(); }
   void Release() override { inner_->Release(); }

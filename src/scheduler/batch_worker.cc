@@ -54,7 +54,20 @@ void BatchWorker::Loop(std::stop_token stop, std::unique_ptr<Instance> instance)
       continue;  // another worker took them
     }
     Call call = TakeCall(*instance);
-    WithLockReleased(lock, [&] { RunCall(call, *instance); });
+    WithLockReleased(lock, [&] { StartCall(call, *instance); });
+    // An instance that splits its calls runs the next while this thread answers the last.
+    for (;;) {
+      WithLockReleased(lock, [&] { FinishCall(call, *instance); });
+      const bool next_started = !reported_ && instance->starts_calls() && MayStartNext(stop);
+      Call next = next_started ? TakeCall(*instance) : Call{};
+      WithLockReleased(lock, [&] {
+        if (next_started) StartCall(next, *instance);
+        AnswerCall(call, next_started);
+        call = Call{};  // destroys the requests before the lock is taken again
+      });
+      if (!next_started) break;
+      call = std::move(next);
+    }
     if (reported_) {
       if (stop.stop_requested()) return;  // unloading: no fresh instance to make
       WithLockReleased(lock, [&] {
@@ -121,54 +134,65 @@ BatchWorker::Call BatchWorker::TakeCall(Instance& instance) {
   return call;
 }
 
-void BatchWorker::RunCall(Call& call, Instance& instance) {
+bool BatchWorker::MayStartNext(std::stop_token stop) const {
+  const ModelScheduler::Options& o = s_.options;
+  const size_t queued = static_cast<size_t>(s_.queue.size());
+  if (stop.stop_requested() || queued == 0 || MustGiveWay()) return false;
+  // A partial batch would wait for its window to close, or for another worker's batch.
+  return queued >= static_cast<size_t>(o.max_batch) ||
+         (o.max_queue_delay.count() == 0 && !o.hold_partial_batches);
+}
+
+void BatchWorker::StartCall(Call& call, Instance& instance) {
   reported_ = false;
   for (auto& [p, status] : call.dead) {
     s_.finisher.Finish(p->ledger, std::move(p->done), std::move(status));
   }
-  if (call.batch.empty()) return;
-  std::vector<Status> statuses(call.executions.size());
-  instance.ExecuteEach(call.executions, statuses);  // by default, one Execute() per batch
-  const auto end = Now();
+  call.dead.clear();
+  if (!call.batch.empty()) instance.StartEach(call.executions);
+}
 
+void BatchWorker::FinishCall(Call& call, Instance& instance) {
+  if (call.batch.empty()) return;
+  call.statuses.resize(call.executions.size());
+  instance.FinishEach(call.executions, call.statuses);  // by default, one Execute() per batch
+  call.end = Now();
   // Take back the callbacks the watchdog has not already answered.
-  std::vector<InferCallback> dones(call.batch.size());
-  bool nothing_queued;
+  call.dones.resize(call.batch.size());
   {
     MutexLock lock(s_.mu);
     Running& running = s_.slots[static_cast<size_t>(index_)].running;
     reported_ = running.reported;
-    nothing_queued = s_.queue.size() == 0;
-    for (size_t i = 0; i < call.batch.size(); ++i) dones[i] = std::move(call.batch[i]->done);
+    call.nothing_queued = s_.queue.size() == 0;
+    for (size_t i = 0; i < call.batch.size(); ++i) call.dones[i] = std::move(call.batch[i]->done);
     running = Running{};
     s_.executing -= static_cast<int64_t>(call.batch.size());
   }
   if (s_.options.hold_partial_batches) s_.cv.notify_all();  // a held worker may go now
-  // With nothing queued, this worker would go idle: it may write the answers itself, a few
-  // (a call of an isolated fast model carries several: docs/BENCHMARKS.md P10).
-  const ScopedAnswerHere answer_here(call.batch.size() <= kAnswerHereAtMost && nothing_queued &&
-                                     !reported_);
-  const auto each = (end - call.start) / static_cast<int64_t>(call.executions.size());
-  for (const Execution& e : call.executions) s_.finisher.CountExecution(e, each);
-  AnswerCall(call, dones, statuses, end);
-  call = Call{};  // destroys the requests before the lock is taken again
 }
 
 // A failed execution fails all its requests at once, and a lost worker every batch of the call:
 // the breaker hears of it once (a crashed worker's 8 requests are not 8 failures).
-void BatchWorker::AnswerCall(Call& call, std::vector<InferCallback>& dones,
-                             const std::vector<Status>& statuses, Clock::time_point end) {
+void BatchWorker::AnswerCall(Call& call, bool next_started) {
+  if (call.batch.empty()) return;
+  // With nothing queued, this worker would go idle, and with the next call started it waits for
+  // that call: either way it may write the answers itself, a few (a call of an isolated fast
+  // model carries several: docs/BENCHMARKS.md P10).
+  const ScopedAnswerHere answer_here(call.batch.size() <= kAnswerHereAtMost &&
+                                     (call.nothing_queued || next_started) && !reported_);
+  const auto each = (call.end - call.start) / static_cast<int64_t>(call.executions.size());
+  for (const Execution& e : call.executions) s_.finisher.CountExecution(e, each);
   const auto& batch = call.batch;
   const size_t max_batch = static_cast<size_t>(s_.options.max_batch);
   bool failure_told = false;
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (!dones[i]) continue;  // the watchdog answered it
-    const Status& status = statuses[i / max_batch];
-    const bool overrun = end > batch[i]->deadline;
+    if (!call.dones[i]) continue;  // the watchdog answered it
+    const Status& status = call.statuses[i / max_batch];
+    const bool overrun = call.end > batch[i]->deadline;
     const bool tell = overrun || status.ok() || batch[i]->ledger.ticket.probe ||
                       !std::exchange(failure_told, true);
-    s_.finisher.Finish(batch[i]->ledger, std::move(dones[i]),
-                       overrun       ? Overrun(model(), *batch[i], end)
+    s_.finisher.Finish(batch[i]->ledger, std::move(call.dones[i]),
+                       overrun       ? Overrun(model(), *batch[i], call.end)
                        : status.ok() ? std::move(call.items[i].result)
                                      : Result<InferResponse>(status),
                        tell);

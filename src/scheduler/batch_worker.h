@@ -31,15 +31,24 @@ class BatchWorker final : public Worker {
     std::vector<BatchItem> items;         // batch[i]'s request and result
     std::vector<Execution> executions;    // over `items`, max_batch each
     DeadRequests dead;                    // met on the way: expired or cancelled
+    // Once finished: statuses[k] is executions[k]'s; the callbacks the watchdog left; when the
+    // results came; whether the queue was empty then.
+    std::vector<Status> statuses;
+    std::vector<InferCallback> dones;
+    Clock::time_point end;
+    bool nothing_queued = false;
   };
   // Takes the next call's requests and shows the watchdog what runs.
   Call TakeCall(Instance& instance) REQUIRES(s_.mu);
-  // Executes `call` and answers its requests (without s_.mu held).
-  void RunCall(Call& call, Instance& instance) EXCLUDES(s_.mu);
-  // Answers the requests of an executed call whose callbacks the watchdog left in `dones`;
-  // statuses[k] is executions[k]'s.
-  void AnswerCall(Call& call, std::vector<InferCallback>& dones,
-                  const std::vector<Status>& statuses, Clock::time_point end);
+  // Whether the next call may start before the last one's answers are written: requests are
+  // queued that no batch window or held partial batch would keep waiting.
+  bool MayStartNext(std::stop_token stop) const REQUIRES(s_.mu);
+  // A call's three steps, without s_.mu held: answers the requests found dead and hands the
+  // rest to the instance (Instance::StartEach); waits for the results (FinishEach) and takes
+  // back the callbacks from the watchdog; answers them.
+  void StartCall(Call& call, Instance& instance) EXCLUDES(s_.mu);
+  void FinishCall(Call& call, Instance& instance) EXCLUDES(s_.mu);
+  void AnswerCall(Call& call, bool next_started) EXCLUDES(s_.mu);
 
   // How late a batch window's timed wait has been waking (a moving average); the next window's
   // wait ends that much early, so that it closes when configured. This thread's only.

@@ -56,6 +56,8 @@ class FakeSession final : public Session {
   int releases = 0;                        // guarded by mu: Instance::Release calls
   bool fail_instances = false;
   int batches_per_call = 1;
+  bool splits = false;                     // the instances split calls (Instance::StartEach)
+  std::vector<std::string> started;        // guarded by mu: each StartEach's first request id
   bool inline_ok = false;
   std::optional<std::chrono::milliseconds> release_after;  // the instances' release_after()
 
@@ -104,6 +106,11 @@ class FakeInstance final : public Instance {
     Instance::ExecuteEach(batches, statuses);
   }
   int batches_per_call() const override { return s_.batches_per_call; }
+  bool starts_calls() const override { return s_.splits; }
+  void StartEach(std::span<Execution> batches) override {
+    std::lock_guard lock(s_.mu);
+    s_.started.push_back(batches[0].items[0].request->id);
+  }
   void Park() override {
     std::lock_guard lock(s_.mu);
     ++s_.parks;
@@ -430,6 +437,79 @@ TEST(ModelSchedulerTest, AnInstanceMayTakeSeveralBatchesPerCallEachOnItsOwn) {
   EXPECT_EQ(stats.execution_count, 5);
   EXPECT_EQ(stats.inference_count, 8);
   EXPECT_EQ(stats.batches.at(2).executions, 3);
+}
+
+// An instance that splits its calls (an isolated model's proxy) gets the next call started
+// before the worker writes the last one's answers, and the worker writes them itself meanwhile;
+// a partial batch whose window is still open is not started early.
+TEST(ModelSchedulerTest, ASplitCallStartsTheNextBeforeTheLastIsAnswered) {
+  FakeSession session;
+  session.splits = true;
+  auto scheduler = ModelScheduler::Create(Opts(1), session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome first;
+  std::vector<Outcome> outcomes(2);
+  std::vector<size_t> started_when_answered(3);  // calls started when each answer was written
+  auto request = [&](Outcome& outcome, const std::string& id, size_t k) {
+    auto r = Request(outcome, id);
+    r->done = [&, k, done = std::move(r->done)](Result<InferResponse> result) {
+      {
+        std::lock_guard lock(session.mu);
+        started_when_answered[k] = session.started.size();
+      }
+      done(std::move(result));
+    };
+    return r;
+  };
+  session.Hold();  // the worker holds "first" while a and b queue
+  ASSERT_TRUE((*scheduler)->Enqueue(request(first, "first", 0)).ok());
+  while ((*scheduler)->executing() == 0) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE((*scheduler)->Enqueue(request(outcomes[0], "a", 1)).ok());
+  ASSERT_TRUE((*scheduler)->Enqueue(request(outcomes[1], "b", 2)).ok());
+  session.Release();
+  ASSERT_TRUE(first.future.get().ok());
+  ASSERT_TRUE(outcomes[0].future.get().ok());
+  ASSERT_TRUE(outcomes[1].future.get().ok());
+  {
+    std::lock_guard lock(session.mu);
+    EXPECT_THAT(session.started, ElementsAre("first", "a", "b"));
+  }
+  // "first" is answered once a's call has started (2 calls), a once b's has (3), each on the
+  // worker's own thread.
+  EXPECT_THAT(started_when_answered, ElementsAre(2, 3, 3));
+  EXPECT_TRUE(first.here);
+  EXPECT_TRUE(outcomes[0].here);
+  EXPECT_EQ((*scheduler)->stats().inference_count, 3);
+}
+
+// Across a batch window: the next call of a splitting instance is not started while its batch
+// could still fill.
+TEST(ModelSchedulerTest, ASplitCallDoesNotStartAPartialBatchBeforeItsWindowCloses) {
+  testing::FakeTime time;
+  FakeSession session;
+  session.splits = true;
+  auto opts = Opts(2, time);
+  opts.max_queue_delay = 10s;  // within the 30 s deadline
+  auto scheduler = ModelScheduler::Create(opts, session);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome a(time), b(time), c(time);
+  session.Hold();
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(a, "a")).ok());
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(b, "b")).ok());  // a full batch: goes at once
+  while ((*scheduler)->executing() == 0) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE((*scheduler)->Enqueue(Request(c, "c")).ok());
+  session.Release();
+  ASSERT_TRUE(a.future.get().ok());
+  ASSERT_TRUE(b.future.get().ok());
+  EXPECT_TRUE(StillWaiting(c));
+  {
+    std::lock_guard lock(session.mu);
+    EXPECT_THAT(session.started, ElementsAre("a"));
+  }
+  time.Advance(10s);
+  ASSERT_TRUE(c.future.get().ok());
+  std::lock_guard lock(session.mu);
+  EXPECT_THAT(session.started, ElementsAre("a", "c"));
 }
 
 TEST(ModelSchedulerTest, HigherLevelsGoFirstAndEachLevelIsFifo) {

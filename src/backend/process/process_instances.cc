@@ -46,17 +46,27 @@ class BatchInstance final : public Instance {
 
   // One round trip for all of `batches`; the worker runs them one after another.
   void ExecuteEach(std::span<Execution> batches, std::span<Status> statuses) override {
-    const auto start = Clock::now();
-    const Status failed = RoundTrip(batches, statuses);
+    StartEach(batches);
+    FinishEach(batches, statuses);
+  }
+  int batches_per_call() const override { return batches_per_call_; }
+  // The round trip in two halves: the server's worker answers the last call meanwhile.
+  bool starts_calls() const override { return true; }
+  void StartEach(std::span<Execution> batches) override {
+    started_at_ = Clock::now();
+    sent_ = Send(batches);
+  }
+  void FinishEach(std::span<Execution> batches, std::span<Status> statuses) override {
+    const Status failed = sent_.ok() ? Receive(batches, statuses) : sent_;
     if (!failed.ok()) {
       std::fill(statuses.begin(), statuses.end(), failed);
       return;
     }
     // A round trip costs two process wake-ups: worth sharing out while a batch takes less.
-    const auto per_batch = (Clock::now() - start) / static_cast<int64_t>(batches.size());
+    // (Split, the time also holds the answers the server wrote meanwhile: a few µs each.)
+    const auto per_batch = (Clock::now() - started_at_) / static_cast<int64_t>(batches.size());
     batches_per_call_ = per_batch < kShareRoundTripsBelow ? kMaxBatchesPerCall : 1;
   }
-  int batches_per_call() const override { return batches_per_call_; }
 
   bool Abort() override {
     MutexLock lock(mu_);
@@ -75,7 +85,8 @@ class BatchInstance final : public Instance {
   static constexpr auto kSpinForOne = std::chrono::microseconds(30);
   static constexpr auto kNoSpin = std::chrono::microseconds(0);
 
-  Status RoundTrip(std::span<Execution> batches, std::span<Status> statuses) {
+  // The first half of a round trip: `batches` out to the worker.
+  Status Send(std::span<Execution> batches) {
     // A worker that is restarting is waited for as long as the first deadline allows.
     Clock::time_point until = Clock::time_point::max();
     for (const Execution& batch : batches) {
@@ -85,13 +96,21 @@ class BatchInstance final : public Instance {
     SetRunning(channel_.shared());
     for (Execution& batch : batches) batch.set_stage(Stage::kExecute);
     EncodeBatches(batches, buffer_);
+    Status sent = channel_.region().Send(buffer_);
+    if (!sent.ok()) {
+      SetRunning(nullptr);
+      return channel_.Lost(sent);
+    }
+    return Status::Ok();
+  }
+
+  // The second half: their results back.
+  Status Receive(std::span<Execution> batches, std::span<Status> statuses) {
     // One batch: its answer usually comes within the spin. Several take longer than a spin is
     // worth, and the CPU it would burn is the HTTP threads' meanwhile.
     SharedRegion& region = channel_.region();
-    Status sent = region.Send(buffer_);
-    auto passed = sent.ok() ? region.Await(SharedRegion::kForever,
-                                           batches.size() == 1 ? kSpinForOne : kNoSpin)
-                            : Result<bool>(sent);
+    auto passed = region.Await(SharedRegion::kForever,
+                               batches.size() == 1 ? kSpinForOne : kNoSpin);
     auto results = passed.ok() ? region.Receive() : Result<std::string_view>(passed.status());
     Status decoded = results.ok() ? DecodeResults(*results, batches, statuses, &stats_)
                                   : results.status();
@@ -109,6 +128,8 @@ class BatchInstance final : public Instance {
   std::string buffer_;  // reused for every batch before it goes to the shared region
   EngineStats stats_;
   int batches_per_call_ = 1;  // until a round trip is measured
+  Clock::time_point started_at_;  // of the call in flight (StartEach)
+  Status sent_;                   // whether StartEach handed it over
   Mutex mu_;
   std::shared_ptr<Worker> running_ GUARDED_BY(mu_);  // the worker of the execution in flight
 };

@@ -27,6 +27,14 @@ class VisionInstance final : public ForwardingInstance {
     return status;
   }
   void ExecuteEach(std::span<Execution> batches, std::span<Status> statuses) override;
+  // Not split, on purpose: the post-processing needs the network's results, and the stages keep
+  // what they staged only for the length of one ExecuteEach. (Stages run in the worker process
+  // of an isolated network, around its engine: the server's proxy, which splits, is outside.)
+  bool starts_calls() const override { return false; }
+  void StartEach(std::span<Execution>) override {}
+  void FinishEach(std::span<Execution> batches, std::span<Status> statuses) override {
+    ExecuteEach(batches, statuses);
+  }
 
  private:
   // One batch's requests as the network's, and where each came from.

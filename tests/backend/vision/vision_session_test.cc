@@ -17,7 +17,7 @@ using ::testing::ElementsAre;
 
 struct Calls {
   int execute = 0, execute_each = 0, batches_seen = 0, abort = 0, park = 0, release = 0;
-  int interrupt = 0;
+  int interrupt = 0, start_each = 0, finish_each = 0;
 };
 
 class FakeInstance final : public Instance {
@@ -43,6 +43,12 @@ class FakeInstance final : public Instance {
     }
   }
   int batches_per_call() const override { return 4; }
+  bool starts_calls() const override { return true; }
+  void StartEach(std::span<Execution>) override { ++calls_.start_each; }
+  void FinishEach(std::span<Execution> batches, std::span<Status> statuses) override {
+    ++calls_.finish_each;
+    ExecuteEach(batches, statuses);
+  }
   bool Abort() override { return ++calls_.abort > 0; }
   void Park() override { ++calls_.park; }
   void Release() override { ++calls_.release; }
@@ -127,6 +133,12 @@ TEST(ForwardingTest, TheBasesForwardEveryCapability) {
   ASSERT_TRUE(instance.ok());
   ForwardingInstance wrapped(std::move(*instance));
   ExpectInstanceCapabilities(wrapped, calls);
+  // A split call reaches the fake in its two halves.
+  EXPECT_TRUE(wrapped.starts_calls());
+  wrapped.StartEach({});
+  wrapped.FinishEach({}, {});
+  EXPECT_EQ(calls.start_each, 1);
+  EXPECT_EQ(calls.finish_each, 1);
 }
 
 TEST(VisionSessionTest, TheImageStagesForwardEveryCapabilityTheyDoNotChange) {
@@ -164,6 +176,17 @@ TEST(VisionSessionTest, TheImageStagesForwardEveryCapabilityTheyDoNotChange) {
   EXPECT_EQ(calls.batches_seen, 3);
   for (size_t i = 0; i < 3; ++i) {
     ASSERT_TRUE(statuses[i].ok());
+    ASSERT_TRUE(items[i].result.ok()) << items[i].result.status().ToString();
+    EXPECT_EQ(items[i].result->outputs[0].name(), "SCORES");
+  }
+  // What the stages decide on purpose: a call does not split around them (the post-processing
+  // needs the network's results), and the scheduler's FinishEach runs the stages whole.
+  EXPECT_FALSE((*instance)->starts_calls());
+  (*instance)->StartEach(batches);
+  (*instance)->FinishEach(batches, statuses);
+  EXPECT_EQ(calls.start_each, 0);
+  EXPECT_EQ(calls.execute_each, 2);
+  for (size_t i = 0; i < 3; ++i) {
     ASSERT_TRUE(items[i].result.ok()) << items[i].result.status().ToString();
     EXPECT_EQ(items[i].result->outputs[0].name(), "SCORES");
   }

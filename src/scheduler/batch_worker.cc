@@ -55,10 +55,13 @@ void BatchWorker::Loop(std::stop_token stop, std::unique_ptr<Instance> instance)
     }
     Call call = TakeCall(*instance);
     WithLockReleased(lock, [&] { StartCall(call, *instance); });
-    // An instance that splits its calls runs the next while this thread answers the last.
+    // An instance that splits its calls runs the next while this thread answers the last:
+    // on two cores or more. On one, the answers and the next call only take turns, and the
+    // calls get smaller (0.61x the unsplit rate, identity isolated, docs/BENCHMARKS.md #45).
+    const bool splits = instance->starts_calls() && cores_ > 1;
     for (;;) {
       WithLockReleased(lock, [&] { FinishCall(call, *instance); });
-      const bool next_started = !reported_ && instance->starts_calls() && MayStartNext(stop);
+      const bool next_started = splits && !reported_ && MayStartNext(stop);
       Call next = next_started ? TakeCall(*instance) : Call{};
       WithLockReleased(lock, [&] {
         if (next_started) StartCall(next, *instance);

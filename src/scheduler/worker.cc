@@ -83,7 +83,9 @@ void Worker::Join() {
 
 void Worker::Main(std::stop_token stop) {
   const ModelScheduler::Options& o = s_.options;
-  s_.finisher.SetWorker(index_, SetUpWorkerThread(o, index_));
+  const WorkerInfo info = SetUpWorkerThread(o, index_);
+  cores_ = info.cores.size();
+  s_.finisher.SetWorker(index_, info);
   auto instance = s_.session.CreateInstance(index_);
   if (instance.ok()) {
     if (Status warm = Warmup(o, s_.session, **instance); !warm.ok()) instance = warm;

@@ -128,6 +128,8 @@ class Worker : public YieldPoint {
 
   SchedulerState& s_;
   const int index_;
+  // How many cores this thread may run on (its affinity, after cpu_affinity): set before Loop.
+  size_t cores_ = 0;
 
  private:
   void Main(std::stop_token stop);

@@ -1,5 +1,8 @@
 #include "scheduler/model_scheduler.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <future>
 #include <mutex>
 #include <optional>
@@ -439,17 +442,24 @@ TEST(ModelSchedulerTest, AnInstanceMayTakeSeveralBatchesPerCallEachOnItsOwn) {
   EXPECT_EQ(stats.batches.at(2).executions, 3);
 }
 
-// An instance that splits its calls (an isolated model's proxy) gets the next call started
-// before the worker writes the last one's answers, and the worker writes them itself meanwhile;
-// a partial batch whose window is still open is not started early.
-TEST(ModelSchedulerTest, ASplitCallStartsTheNextBeforeTheLastIsAnswered) {
-  FakeSession session;
-  session.splits = true;
-  auto scheduler = ModelScheduler::Create(Opts(1), session);
-  ASSERT_TRUE(scheduler.ok());
+// Runs "first", then "a" and "b" (queued while "first" executes) through a scheduler over a
+// splitting instance made by a thread with affinity `cores`; returns how many calls had started
+// when each of the three was answered, and whether "first" was answered on the worker's thread.
+std::pair<std::vector<size_t>, bool> SplitCalls(const std::vector<int>& cores) {
+  std::vector<size_t> started_when_answered(3);
   Outcome first;
   std::vector<Outcome> outcomes(2);
-  std::vector<size_t> started_when_answered(3);  // calls started when each answer was written
+  FakeSession session;
+  session.splits = true;
+  cpu_set_t set, saved;
+  CPU_ZERO(&set);
+  for (int c : cores) CPU_SET(c, &set);
+  pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // the worker thread inherits it
+  auto scheduler = ModelScheduler::Create(Opts(1), session);
+  pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+  EXPECT_TRUE(scheduler.ok());
+  if (!scheduler.ok()) return {};
   auto request = [&](Outcome& outcome, const std::string& id, size_t k) {
     auto r = Request(outcome, id);
     r->done = [&, k, done = std::move(r->done)](Result<InferResponse> result) {
@@ -462,24 +472,32 @@ TEST(ModelSchedulerTest, ASplitCallStartsTheNextBeforeTheLastIsAnswered) {
     return r;
   };
   session.Hold();  // the worker holds "first" while a and b queue
-  ASSERT_TRUE((*scheduler)->Enqueue(request(first, "first", 0)).ok());
+  EXPECT_TRUE((*scheduler)->Enqueue(request(first, "first", 0)).ok());
   while ((*scheduler)->executing() == 0) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE((*scheduler)->Enqueue(request(outcomes[0], "a", 1)).ok());
-  ASSERT_TRUE((*scheduler)->Enqueue(request(outcomes[1], "b", 2)).ok());
+  EXPECT_TRUE((*scheduler)->Enqueue(request(outcomes[0], "a", 1)).ok());
+  EXPECT_TRUE((*scheduler)->Enqueue(request(outcomes[1], "b", 2)).ok());
   session.Release();
-  ASSERT_TRUE(first.future.get().ok());
-  ASSERT_TRUE(outcomes[0].future.get().ok());
-  ASSERT_TRUE(outcomes[1].future.get().ok());
-  {
-    std::lock_guard lock(session.mu);
-    EXPECT_THAT(session.started, ElementsAre("first", "a", "b"));
-  }
+  EXPECT_TRUE(first.future.get().ok());
+  EXPECT_TRUE(outcomes[0].future.get().ok());
+  EXPECT_TRUE(outcomes[1].future.get().ok());
+  EXPECT_EQ((*scheduler)->stats().inference_count, 3);
+  std::lock_guard lock(session.mu);
+  EXPECT_THAT(session.started, ElementsAre("first", "a", "b"));
+  return {started_when_answered, first.here};
+}
+
+// An instance that splits its calls (an isolated model's proxy) gets the next call started
+// before the worker writes the last one's answers, and the worker writes them itself meanwhile
+// — when the worker may run on two cores or more. On one core it does not split.
+TEST(ModelSchedulerTest, ASplitCallStartsTheNextBeforeTheLastIsAnsweredOnTwoCores) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core";
   // "first" is answered once a's call has started (2 calls), a once b's has (3), each on the
   // worker's own thread.
-  EXPECT_THAT(started_when_answered, ElementsAre(2, 3, 3));
-  EXPECT_TRUE(first.here);
-  EXPECT_TRUE(outcomes[0].here);
-  EXPECT_EQ((*scheduler)->stats().inference_count, 3);
+  auto [two, here] = SplitCalls({0, 1});
+  EXPECT_THAT(two, ElementsAre(2, 3, 3));
+  EXPECT_TRUE(here);
+  // One core: each call is answered before the next starts.
+  EXPECT_THAT(SplitCalls({0}).first, ElementsAre(1, 2, 3));
 }
 
 // Across a batch window: the next call of a splitting instance is not started while its batch

@@ -32,6 +32,7 @@ class ForwardingInstance : public Instance {
     inner_->StartEach(batches);
   }
   void FinishEach(std::span<Execution> batches, std::span<Status> statuses) override {
+    inner_->set_yield_point(yield_point());  // an inner that does not split executes here
     inner_->FinishEach(batches, statuses);
   }
   bool Abort() override { return inner_->Abort(); }

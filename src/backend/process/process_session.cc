@@ -90,13 +90,14 @@ int64_t PrivateBytes(pid_t pid) {
 // settings for it.
 std::vector<std::string> WorkerEnvironment(std::optional<ComputeWait> wait) {
   std::vector<std::string> envp;
+  bool server_policy = false;  // the server's environment names OMP_WAIT_POLICY
   for (char** e = environ; *e; ++e) {
     const std::string_view entry(*e);
-    const bool sets_wait = entry.starts_with("OMP_WAIT_POLICY=") ||
-                           entry.starts_with("GOMP_SPINCOUNT=");
-    if (!wait || !sets_wait) envp.emplace_back(entry);
+    const bool policy = entry.starts_with("OMP_WAIT_POLICY=");
+    server_policy = server_policy || policy;
+    if (!wait || !(policy || entry.starts_with("GOMP_SPINCOUNT="))) envp.emplace_back(entry);
   }
-  if (wait == ComputeWait::kSleep || (!wait && !std::getenv("OMP_WAIT_POLICY"))) {
+  if (wait == ComputeWait::kSleep || (!wait && !server_policy)) {
     envp.emplace_back("OMP_WAIT_POLICY=passive");
   }
   return envp;

@@ -18,6 +18,7 @@ using ::testing::ElementsAre;
 struct Calls {
   int execute = 0, execute_each = 0, batches_seen = 0, abort = 0, park = 0, release = 0;
   int interrupt = 0, start_each = 0, finish_each = 0;
+  bool finish_had_yield_point = false;
 };
 
 class FakeInstance final : public Instance {
@@ -47,6 +48,7 @@ class FakeInstance final : public Instance {
   void StartEach(std::span<Execution>) override { ++calls_.start_each; }
   void FinishEach(std::span<Execution> batches, std::span<Status> statuses) override {
     ++calls_.finish_each;
+    calls_.finish_had_yield_point = yield_point() != nullptr;
     ExecuteEach(batches, statuses);
   }
   bool Abort() override { return ++calls_.abort > 0; }
@@ -133,12 +135,20 @@ TEST(ForwardingTest, TheBasesForwardEveryCapability) {
   ASSERT_TRUE(instance.ok());
   ForwardingInstance wrapped(std::move(*instance));
   ExpectInstanceCapabilities(wrapped, calls);
-  // A split call reaches the fake in its two halves.
+  // A split call reaches the fake in its two halves, and the second (where an inner that
+  // does not split executes) with the scheduler's yield point.
+  struct NeverYield final : YieldPoint {
+    bool MayYield() const override { return false; }
+    bool ShouldYield() const override { return false; }
+    void Yield() override {}
+  } yield;
   EXPECT_TRUE(wrapped.starts_calls());
   wrapped.StartEach({});
+  wrapped.set_yield_point(&yield);  // set after the first half: the second still passes it on
   wrapped.FinishEach({}, {});
   EXPECT_EQ(calls.start_each, 1);
   EXPECT_EQ(calls.finish_each, 1);
+  EXPECT_TRUE(calls.finish_had_yield_point);
 }
 
 TEST(VisionSessionTest, TheImageStagesForwardEveryCapabilityTheyDoNotChange) {

@@ -31,6 +31,12 @@ class FakeSession final : public Session {
   int64_t resident_bytes() const override { return 0; }
   Result<std::unique_ptr<Instance>> CreateInstance(int index) override;
   bool executes_inline() const override { return inline_ok; }
+  // The scheduler's destructor calls it once it has told its workers to stop.
+  void Interrupt() override {
+    std::lock_guard lock(mu);
+    interrupted = true;
+    cv.notify_all();
+  }
 
   void Hold() {
     std::lock_guard lock(mu);
@@ -49,6 +55,7 @@ class FakeSession final : public Session {
   std::mutex mu;
   std::condition_variable cv;
   bool released = true;                    // guarded by mu
+  bool interrupted = false;                // guarded by mu: Interrupt() was called
   std::vector<size_t> batch_sizes;         // guarded by mu
   std::vector<int> tiers;                  // guarded by mu
   std::vector<std::string> executed_ids;   // guarded by mu
@@ -776,6 +783,12 @@ TEST(ModelSchedulerTest, AnExecutionThatHangsAtUnloadIsStillAbortedAndTheUnloadE
   ASSERT_TRUE((*scheduler)->Enqueue(Request(hung, "hang", time.Now() + 50ms)).ok());
   while ((*scheduler)->executing() == 0) std::this_thread::sleep_for(1ms);
   std::thread unload([&] { scheduler->reset(); });
+  {
+    // The workers are told to stop before the session is interrupted: only then may the
+    // watchdog fire, or the worker would see the report before the stop and restart.
+    std::unique_lock lock(session.mu);
+    session.cv.wait(lock, [&] { return session.interrupted; });
+  }
   time.Advance(100ms);  // past the deadline and the margin
   unload.join();        // before: never, the watchdog was stopped before the workers' join
   EXPECT_EQ(hung.future.get().code(), StatusCode::kDeadlineExceeded);
